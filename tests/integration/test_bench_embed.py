@@ -1,0 +1,44 @@
+"""``python -m benchmarks.embed --quick`` runs end to end and writes sane results (no speed limits)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from models import paths
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_quick_embed_benchmark(tmp_path):
+    if not (paths.encoder_onnx_path() / paths.ONNX_INT8).is_file():
+        pytest.skip("encoder weights not prepared: run `brief prepare-models`")
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.embed", "--quick", "--texts", "12", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "served/raw" in proc.stdout
+    data = json.loads((tmp_path / "embed.json").read_text())
+    assert (tmp_path / "embed.png").stat().st_size > 1000
+
+    assert data["config"]["texts"] == 12
+    for variant in ("fp32", "int8"):
+        r = data["results"][variant]
+        assert r["tokens"] > 12 * 10
+        assert 0 < r["raw_s"] < 300 and 0 < r["served_s"] < 300
+        assert 1 <= r["batches"] <= 12
+        assert r["served_vs_raw_min_cos"] > 0.9999  # the batcher returns each caller its own row
+    s = data["summary"]
+    assert 0 < s["served_over_raw_fp32"] < 10 and 0 < s["int8_speedup_raw"] < 10
+    assert 0.95 < s["cosine_int8_vs_fp32_mean"] <= 1.0001
+    assert 0.9 < s["cosine_int8_vs_fp32_min"] <= s["cosine_int8_vs_fp32_mean"]
