@@ -92,9 +92,8 @@ def export_onnx(
             local_files_only=True,
             do_validation=True,
         )
-        for name in (TOKENIZER_FILE, "config.json"):
-            src = Path(work) / name if (Path(work) / name).exists() else st_dir / name
-            shutil.copyfile(src, onnx_dir / name)
+        for name in (TOKENIZER_FILE, "config.json"):  # the very files sentence-transformers uses
+            shutil.copyfile(st_dir / name, onnx_dir / name)
         (onnx_dir / CONFIG_FILE).write_text(json.dumps(encoder_config(st_dir), indent=2))
         (Path(work) / paths.ONNX_FP32).replace(out)
     write_stamp(out, source_sha256=source, size=out.stat().st_size, sha256=sha256_file(out))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.encoder.base import Encoder
-from engine.errors import InvalidRequest
+from engine.agent.pipeline import BriefingAgent
 from engine.ingest.fetch import FetchLimits
 from engine.ingest.pipeline import IngestOptions, Ingestor
 from engine.llm.base import LLM
@@ -17,6 +17,7 @@ from engine.session.files import FileStore
 from engine.session.store import SessionLimits, SessionStore
 from server.metrics import Metrics
 from server.protocol.chat import ChatCompletionRequest
+from server.serving.brief import BriefService
 from server.serving.chat import ChatService
 from server.serving.embeddings import EmbeddingService
 from server.serving.sessions import FileBatches, SessionService
@@ -53,6 +54,7 @@ class AppContext:
     sessions: SessionStore = field(init=False)
     session_service: SessionService = field(init=False)
     batches: FileBatches = field(init=False)
+    brief: BriefService = field(init=False)
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -79,16 +81,12 @@ class AppContext:
         self.sessions = SessionStore(self.files, self.ingest, limits)
         self.session_service = SessionService(self.sessions, self.encoder)
         self.batches = FileBatches()
+        agent = BriefingAgent(self.llm, s.agent_config())
+        self.brief = BriefService(agent, self.sessions, self.encoder, self.metrics)
 
-    def chat_for(self, req: ChatCompletionRequest) -> ChatService:
+    def chat_for(self, req: ChatCompletionRequest) -> ChatService | BriefService:
         """The service answering this request (the briefing agent when ``session_id`` is set)."""
-        if req.session_id is not None:
-            self.sessions.get(req.session_id)  # 404 for an unknown session
-            raise InvalidRequest(
-                "briefing chat over a session is not available on this server yet",
-                param="session_id",
-            )
-        return self.chat
+        return self.brief if req.session_id is not None else self.chat
 
     def health(self) -> dict[str, bool]:
         return {"llm": self.llm.healthy(), "encoder": self.encoder.healthy()}

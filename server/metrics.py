@@ -78,6 +78,13 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.agent_stage_seconds = Histogram(
+            "brief_agent_stage_duration_seconds",
+            "Time per briefing-agent stage (rewrite, plan, retrieve, generate, total)",
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.engine_healthy = Gauge(
             "brief_engine_healthy", "1 when the component is healthy", ["component"], registry=r
         )

@@ -81,6 +81,19 @@ class Settings(BaseSettings):
         "shared deployments).",
     )
 
+    # --- briefing agent (engine/agent/config.py documents each) ---
+    agent_history_turns: int = 3
+    agent_search_k: int = Field(default=4, ge=1, le=20)
+    agent_window_before: int = Field(default=1, ge=0, le=5)
+    agent_window_after: int = Field(default=1, ge=0, le=5)
+    agent_semantic_window: int = Field(default=2, ge=0, le=10)
+    agent_split_tokens: int = Field(default=1800, ge=200)
+    agent_max_splits: int = Field(default=6, ge=1)
+    agent_truncation: Literal["stop", "skip_similar"] = "skip_similar"
+    agent_mapper_concurrency: int = Field(default=2, ge=1)
+    agent_answer_tokens: int = Field(default=384, ge=16)
+    agent_citation_min_overlap: float = Field(default=0.4, ge=0.0, le=1.0)
+
     # --- generation defaults ---
     default_max_tokens: int = 512
 
@@ -103,6 +116,23 @@ class Settings(BaseSettings):
 
     def resolved_encoder_path(self) -> Path:
         return self.encoder_path or paths.encoder_onnx_path(self.model_dir)
+
+    def agent_config(self):
+        from engine.agent.config import AgentConfig
+
+        return AgentConfig(
+            history_turns=self.agent_history_turns,
+            search_k=self.agent_search_k,
+            window_before=self.agent_window_before,
+            window_after=self.agent_window_after,
+            semantic_window=self.agent_semantic_window,
+            split_tokens=self.agent_split_tokens,
+            max_splits=self.agent_max_splits,
+            truncation=self.agent_truncation,
+            mapper_concurrency=self.agent_mapper_concurrency,
+            answer_tokens=self.agent_answer_tokens,
+            citation_min_overlap=self.agent_citation_min_overlap,
+        )
 
     def served_llm_name(self) -> str:
         if self.llm_served_name:

@@ -1,20 +1,31 @@
-"""Lexical (BM25) index for one session, rebuilt lazily after additions and removals.
+"""Lexical (BM25) index for one session, updated incrementally as documents come and go.
 
-Backend: ``bm25s`` by default, ``rank-bm25`` as an alternative (both behind one class). Measured
-here (see the module report in the README): bm25s answers queries one to two orders of magnitude
-faster than rank-bm25 at session sizes, while its full (re)index is cheap enough that a lazy
-rebuild on the first search after a change beats any incremental bookkeeping. Neither library
-supports incremental additions, so texts are tokenised once at ``add`` time and kept; a rebuild
-only re-counts tokens.
+Why not a library index: a session grows one document at a time and is searched in between,
+so what matters is the cost of adding (and removing) a document, not of a one-off build. Both
+libraries named in the issue rebuild everything on a change. Measured side by side in one run
+on BEIR SciFact (5,183 abstracts, ~1M tokens; tokenising included; 2-core machine under load):
 
-Scores of the two backends are the same BM25 (Okapi, Lucene-style idf in bm25s). Parameters
-default to k1=0.9, b=0.4 (Anserini's BEIR baseline settings).
+=============  ============  ==================  =====================  ==========  =======
+backend        add all       add 50 more, ready  remove 50, ready       query p50   nDCG@10
+=============  ============  ==================  =====================  ==========  =======
+incremental    3.0 s         26 ms               9 ms                   0.31 ms     0.6633
+bm25s          7.3 s         2.6 s (rebuild)     3.4 s (rebuild)        0.12 ms     0.6633
+rank-bm25      5.0 s         1.5 s (rebuild)     1.2 s (rebuild)        73 ms       0.6629
+=============  ============  ==================  =====================  ==========  =======
+
+So the default backend,
+"incremental", keeps per-term postings (labels, term frequencies) that grow on ``add``; a query
+touches only its terms' postings with numpy. Removal tombstones a label and updates document
+frequencies at once. The scoring is Okapi BM25 with Lucene's idf, the same as bm25s
+(``method="lucene"``); ``backend="bm25s"`` / ``"rank_bm25"`` remain for comparison. Parameters
+default to k1=0.9, b=0.4 (Anserini's BEIR baseline).
 """
 
 from __future__ import annotations
 
 import re
 import threading
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,6 +40,8 @@ STOPWORDS = frozenset(
     where which who will with you your""".split()
 )
 _TOKEN = re.compile(r"\w+", re.UNICODE)
+BACKENDS = ("incremental", "bm25s", "rank_bm25")
+_EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
 
 
 def tokenize(text: str) -> list[str]:
@@ -36,87 +49,171 @@ def tokenize(text: str) -> list[str]:
     return [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
 
 
-class BM25Index:
-    """BM25 over texts keyed by non-negative int labels."""
+class _Postings:
+    __slots__ = ("labels", "tfs", "cache")
 
-    def __init__(self, *, backend: str = "bm25s", k1: float = 0.9, b: float = 0.4):
-        if backend not in ("bm25s", "rank_bm25"):
-            raise ValueError(f"unknown BM25 backend '{backend}'")
+    def __init__(self) -> None:
+        self.labels: list[int] = []
+        self.tfs: list[int] = []
+        self.cache: tuple[np.ndarray, np.ndarray] | None = None
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.cache is None or len(self.cache[0]) != len(self.labels):
+            self.cache = (
+                np.asarray(self.labels, dtype=np.int64),
+                np.asarray(self.tfs, dtype=np.float32),
+            )
+        return self.cache
+
+
+class BM25Index:
+    """BM25 over texts keyed by non-negative int labels (unique; re-adding replaces)."""
+
+    def __init__(self, *, backend: str = "incremental", k1: float = 0.9, b: float = 0.4):
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown BM25 backend '{backend}', expected one of {BACKENDS}")
         self.backend = backend
         self.k1, self.b = k1, b
-        self._tokens: dict[int, list[str]] = {}
-        self._model = None
-        self._order = np.zeros(0, dtype=np.int64)  # model row -> label
-        self._dirty = False
+        self._docs: dict[int, Counter[str]] = {}  # alive label -> term counts
+        self._postings: dict[str, _Postings] = {}
+        self._df: Counter[str] = Counter()
+        self._len = np.zeros(0, dtype=np.float32)  # by label
+        self._alive = np.zeros(0, dtype=bool)
+        self._total = 0
+        self._dead_entries = 0
+        self._lib = None  # bm25s / rank_bm25 model, rebuilt lazily
+        self._lib_order = np.zeros(0, dtype=np.int64)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._tokens)
+        return len(self._docs)
 
     def add(self, labels: Sequence[int], texts: Sequence[str]) -> None:
-        tokens = [tokenize(t) for t in texts]
+        counted = [Counter(tokenize(t)) for t in texts]  # outside the lock: the slow part
         with self._lock:
-            self._tokens.update(zip((int(x) for x in labels), tokens, strict=True))
-            self._dirty = True
+            for label, counts in zip((int(x) for x in labels), counted, strict=True):
+                if label in self._docs:
+                    self._remove(label)
+                self._grow(label + 1)
+                self._docs[label] = counts
+                n = sum(counts.values())
+                self._len[label] = n
+                self._alive[label] = True
+                self._total += n
+                self._df.update(counts.keys())
+                for term, tf in counts.items():
+                    post = self._postings.get(term)
+                    if post is None:
+                        post = self._postings[term] = _Postings()
+                    post.labels.append(label)
+                    post.tfs.append(tf)
+            self._lib = None
 
     def remove(self, labels: Sequence[int]) -> None:
         with self._lock:
             for label in labels:
-                self._tokens.pop(int(label), None)
-            self._dirty = True
+                self._remove(int(label))
+            if self._dead_entries > 100_000 and self._dead_entries > self._live_entries():
+                self._compact()
+            self._lib = None
 
     def search(
         self, query: str, k: int, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (labels, scores) with score > 0, best first; ``allowed`` is a boolean array
         indexed by label."""
-        q = tokenize(query)
+        terms = tokenize(query)
+        if not terms or k <= 0:
+            return _EMPTY
         with self._lock:
-            if self._dirty:
-                self._rebuild()
-            model, order = self._model, self._order
-        if not q or model is None or k <= 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        scores = np.asarray(self._scores(model, q), dtype=np.float32)
+            if not self._docs:
+                return _EMPTY
+            if self.backend == "incremental":
+                scores = self._scores(terms)
+                order = None
+            else:
+                scores, order = self._lib_scores(terms)
+        ok = scores > 0
         if allowed is not None:
-            ok = order < len(allowed)
-            ok[ok] = allowed[order[ok]]
-            scores = np.where(ok, scores, 0.0)
-        cand = np.flatnonzero(scores > 0)
+            labels = np.arange(len(scores)) if order is None else order
+            inside = labels < len(allowed)
+            ok &= inside
+            ok[inside] &= allowed[labels[inside]]
+        cand = np.flatnonzero(ok)
         if len(cand) > k:
             cand = cand[np.argpartition(-scores[cand], k - 1)[:k]]
         cand = cand[np.argsort(-scores[cand], kind="stable")]
-        return order[cand], scores[cand]
+        labels = cand if order is None else order[cand]
+        return labels.astype(np.int64), scores[cand].astype(np.float32)
 
-    def _scores(self, model, q: list[str]) -> np.ndarray:
-        if self.backend == "bm25s":
-            # bm25s skips unknown words only when asked; keep the ones in its vocabulary.
-            vocab = model.vocab_dict
-            q = [t for t in q if t in vocab]
-            if not q:
-                return np.zeros(len(self._order), dtype=np.float32)
-            return model.get_scores(q)
-        return model.get_scores(q)
+    # --- incremental backend ---
+    def _scores(self, terms: list[str]) -> np.ndarray:
+        n_docs = len(self._docs)
+        avgdl = max(self._total / n_docs, 1e-9)
+        norm = self.k1 * (1 - self.b + self.b * self._len / avgdl)  # by label
+        scores = np.zeros(len(self._alive), dtype=np.float32)
+        for term, qtf in Counter(terms).items():
+            post = self._postings.get(term)
+            df = self._df.get(term, 0)
+            if post is None or df == 0:
+                continue
+            idf = np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+            labels, tfs = post.arrays()
+            # Lucene's form: the constant (k1 + 1) factor of the numerator is dropped.
+            scores[labels] += qtf * idf * tfs / (tfs + norm[labels])
+        scores[~self._alive] = 0
+        return scores
 
-    def _rebuild(self) -> None:
-        self._dirty = False
-        if not self._tokens:
-            self._model, self._order = None, np.zeros(0, dtype=np.int64)
+    def _remove(self, label: int) -> None:
+        counts = self._docs.pop(label, None)
+        if counts is None:
             return
-        labels = sorted(self._tokens)
-        corpus = [self._tokens[lb] or ["\u2205"] for lb in labels]  # bm25s dislikes empty docs
-        self._order = np.asarray(labels, dtype=np.int64)
+        self._alive[label] = False
+        self._total -= int(self._len[label])
+        self._df.subtract(counts.keys())
+        self._dead_entries += len(counts)
+
+    def _live_entries(self) -> int:
+        return sum(len(c) for c in self._docs.values())
+
+    def _compact(self) -> None:
+        self._postings = {}
+        for label, counts in self._docs.items():
+            for term, tf in counts.items():
+                post = self._postings.setdefault(term, _Postings())
+                post.labels.append(label)
+                post.tfs.append(tf)
+        self._df = +self._df  # drop zero counts
+        self._dead_entries = 0
+
+    def _grow(self, need: int) -> None:
+        if need > len(self._alive):
+            cap = max(need, 2 * len(self._alive), 256)
+            self._len = np.concatenate([self._len, np.zeros(cap - len(self._len), np.float32)])
+            self._alive = np.concatenate([self._alive, np.zeros(cap - len(self._alive), bool)])
+
+    # --- library backends (rebuilt on the first search after a change) ---
+    def _lib_scores(self, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        if self._lib is None:
+            labels = sorted(self._docs)
+            corpus = [list(self._docs[lb].elements()) or ["\u2205"] for lb in labels]
+            self._lib_order = np.asarray(labels, dtype=np.int64)
+            if self.backend == "bm25s":
+                try:
+                    import bm25s
+                except ImportError as exc:
+                    raise MissingExtra("bm25s", "bm25s", "index") from exc
+                self._lib = bm25s.BM25(k1=self.k1, b=self.b)
+                self._lib.index(corpus, show_progress=False)
+            else:
+                try:
+                    from rank_bm25 import BM25Okapi
+                except ImportError as exc:
+                    raise MissingExtra("rank_bm25", "rank-bm25", "index") from exc
+                self._lib = BM25Okapi(corpus, k1=self.k1, b=self.b)
         if self.backend == "bm25s":
-            try:
-                import bm25s
-            except ImportError as exc:
-                raise MissingExtra("bm25s", "bm25s", "index") from exc
-            model = bm25s.BM25(k1=self.k1, b=self.b)
-            model.index(corpus, show_progress=False)
-        else:
-            try:
-                from rank_bm25 import BM25Okapi
-            except ImportError as exc:
-                raise MissingExtra("rank_bm25", "rank-bm25", "index") from exc
-            model = BM25Okapi(corpus, k1=self.k1, b=self.b)
-        self._model = model
+            known = [t for t in terms if t in self._lib.vocab_dict]
+            if not known:
+                return np.zeros(len(self._lib_order), np.float32), self._lib_order
+            return np.asarray(self._lib.get_scores(known), np.float32), self._lib_order
+        return np.asarray(self._lib.get_scores(terms), np.float32), self._lib_order

@@ -103,7 +103,7 @@ class SessionIndex:
         *,
         fusion: str = "rrf",
         alpha: float = 0.5,
-        bm25_backend: str = "bm25s",
+        bm25_backend: str = "incremental",
         dense_backend: str = "auto",
         hnsw_threshold: int = 20000,
     ):
@@ -192,6 +192,16 @@ class SessionIndex:
             labels = self._docs.get(doc_id, {}).get(level, [])
             return [lev.chunks[lb] for lb in labels] if lev else []
 
+    def vector(self, chunk: Chunk | str) -> np.ndarray | None:
+        """A copy of a chunk's vector (object or key), or None while it is not embedded; the
+        agent's semantic window searches with it."""
+        key = chunk if isinstance(chunk, str) else chunk.key
+        with self._lock:
+            lev = self._levels.get(key.rsplit(":", 2)[-2])
+            label = lev.slot.get(key) if lev else None
+            vec = None if label is None else lev.dense.vector(label)
+            return None if vec is None else vec.copy()
+
     def stats(self) -> dict[str, dict[str, int]]:
         with self._lock:
             return {
@@ -232,13 +242,22 @@ class SessionIndex:
             d_labels = d_scores = np.zeros(0)
             if query_vector is not None and len(lev.dense):
                 d_labels, d_scores = lev.dense.search(query_vector, n_cand, allowed)
-            bm = {int(lb): (float(s), r) for r, (lb, s) in enumerate(zip(b_labels, b_scores), 1)}
-            de = {int(lb): (float(s), r) for r, (lb, s) in enumerate(zip(d_labels, d_scores), 1)}
+            bm = {
+                int(lb): (float(s), r)
+                for r, (lb, s) in enumerate(zip(b_labels, b_scores, strict=True), 1)
+            }
+            de = {
+                int(lb): (float(s), r)
+                for r, (lb, s) in enumerate(zip(d_labels, d_scores, strict=True), 1)
+            }
             if fusion == "rrf":
                 fused = rrf([list(bm), list(de)])
             else:
-                fused = convex({lb: s for lb, (s, _) in de.items()},
-                               {lb: s for lb, (s, _) in bm.items()}, alpha)
+                fused = convex(
+                    {lb: s for lb, (s, _) in de.items()},
+                    {lb: s for lb, (s, _) in bm.items()},
+                    alpha,
+                )
             best = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
             hits = []
             for lb, score in best:
@@ -246,9 +265,13 @@ class SessionIndex:
                 b, d = bm.get(lb), de.get(lb)
                 hits.append(
                     Hit(
-                        chunk.doc_id, chunk, score,
-                        b[0] if b else None, b[1] if b else None,
-                        d[0] if d else None, d[1] if d else None,
+                        chunk.doc_id,
+                        chunk,
+                        score,
+                        b[0] if b else None,
+                        b[1] if b else None,
+                        d[0] if d else None,
+                        d[1] if d else None,
                     )
                 )
             return hits

@@ -67,7 +67,7 @@ def detect_kind(data: bytes, filename: str | None = None, content_type: str | No
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
         return _zip_kind(data, name)
     if head.startswith(_OLE2):
-        if _ENCRYPTED_PACKAGE in data[:1 << 20] or _ENCRYPTED_PACKAGE in data[-(1 << 20) :]:
+        if _ENCRYPTED_PACKAGE in data[: 1 << 20] or _ENCRYPTED_PACKAGE in data[-(1 << 20) :]:
             from engine.ingest.convert import ConversionError
 
             raise ConversionError("encrypted", code="encrypted")

@@ -23,7 +23,14 @@ from urllib.parse import unquote, urljoin, urlsplit
 from engine.errors import InvalidRequest, TooLarge
 from engine.ingest.detect import detect_kind
 
-_EXT = {"pdf": ".pdf", "docx": ".docx", "pptx": ".pptx", "html": ".html", "md": ".md", "txt": ".txt"}
+_EXT = {
+    "pdf": ".pdf",
+    "docx": ".docx",
+    "pptx": ".pptx",
+    "html": ".html",
+    "md": ".md",
+    "txt": ".txt",
+}
 _EXT_OK = {
     "pdf": (".pdf",),
     "docx": (".docx",),
@@ -72,7 +79,9 @@ async def fetch_url(url: str, limits: FetchLimits | None = None, *, client=None)
     if own:
         client = httpx.AsyncClient(
             timeout=httpx.Timeout(
-                limits.read_timeout_s, connect=limits.connect_timeout_s, pool=limits.connect_timeout_s
+                limits.read_timeout_s,
+                connect=limits.connect_timeout_s,
+                pool=limits.connect_timeout_s,
             ),
             follow_redirects=False,
             headers={"User-Agent": limits.user_agent},
@@ -129,12 +138,15 @@ def _too_large(limits: FetchLimits) -> TooLarge:
 async def _check_url(url: str, limits: FetchLimits) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
-        raise FetchError(f"only http and https URLs can be fetched, not '{parts.scheme}:'",
-                         code="bad_scheme")
+        raise FetchError(
+            f"only http and https URLs can be fetched, not '{parts.scheme}:'", code="bad_scheme"
+        )
     if not parts.hostname:
         raise FetchError("the URL has no host", code="bad_url")
     if limits.block_private:
-        await _refuse_private(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+        await _refuse_private(
+            parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        )
 
 
 async def _refuse_private(host: str, port: int) -> None:
@@ -170,7 +182,9 @@ def sanitize_filename(name: str, max_len: int = 150) -> str:
     name = re.sub(r"\s+", " ", name).strip(" ._")
     if len(name) > max_len:
         stem, dot, ext = name.rpartition(".")
-        name = stem[: max_len - len(ext) - 1] + "." + ext if dot and len(ext) <= 10 else name[:max_len]
+        name = (
+            stem[: max_len - len(ext) - 1] + "." + ext if dot and len(ext) <= 10 else name[:max_len]
+        )
     return name or "download"
 
 

@@ -14,9 +14,9 @@ citations need a flat, ordered list of paragraphs a reader would recognise:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from engine.ingest.document import Paragraph, renumber
+from engine.ingest.document import Paragraph
 
 MAX_LIST_CHARS = 1500  # a list paragraph is cut into parts beyond this
 MAX_TABLE_CHARS = 1200  # rows per group so that a group (with its header) stays below this
@@ -38,6 +38,7 @@ class _Builder:
     list_lines: list[str] = field(default_factory=list)
     list_page: int | None = None
     list_parent: str | None = None
+    list_level: int = 0
 
     @property
     def headings(self) -> tuple[str, ...]:
@@ -59,18 +60,20 @@ class _Builder:
         self.add(text, page, kind, self.headings)  # a heading carries its ancestors' path
         self.stack.append((level, text))
 
-    def list_item(self, text: str, marker: str, depth: int, page: int | None, parent: str) -> None:
-        line = "  " * depth + f"{marker} {clean(text)}".strip()
+    def list_item(self, text: str, marker: str, level: int, page: int | None, parent: str) -> None:
+        """Add an item to the current list paragraph, or start a new one for a new list (a
+        different parent at the same or an outer level), another page, or when it is long."""
         size = sum(len(x) + 1 for x in self.list_lines)
         if self.list_lines and (
-            (parent != self.list_parent and depth == 0)
-            or size + len(line) > MAX_LIST_CHARS
+            (parent != self.list_parent and level <= self.list_level)
+            or size > MAX_LIST_CHARS
             or (page is not None and self.list_page is not None and page != self.list_page)
         ):
             self.flush_list()
         if not self.list_lines:
-            self.list_page, self.list_parent = page, parent
-        self.list_lines.append(line)
+            self.list_page, self.list_parent, self.list_level = page, parent, level
+        depth = min(max(0, (level - self.list_level) // 2), 4)
+        self.list_lines.append("  " * depth + f"{marker} {clean(text)}".strip())
 
     def flush_list(self) -> None:
         if self.list_lines:
@@ -78,11 +81,13 @@ class _Builder:
             self.list_lines = []
 
 
-def from_docling(doc) -> list[Paragraph]:
-    """Paragraphs of a ``docling_core`` DoclingDocument, in reading order."""
+def from_docling(doc, *, reset_on_page: bool = False) -> list[Paragraph]:
+    """Paragraphs of a ``docling_core`` DoclingDocument, in reading order. ``reset_on_page``
+    clears the heading path on a new page (slides: a slide's title does not cover the next)."""
     b = _Builder()
     skip_below: int | None = None  # level of a table whose descendants are already rendered
-    list_depth_base: dict[str, int] = {}
+    counters: dict[str, int] = {}  # numbering of enumerated lists without markers
+    last_page: int | None = None
     for item, level in doc.iterate_items():
         if skip_below is not None:
             if level > skip_below:
@@ -92,6 +97,10 @@ def from_docling(doc) -> list[Paragraph]:
         if label in _SKIP_LABELS:
             continue
         page = item.prov[0].page_no if getattr(item, "prov", None) else None
+        if reset_on_page and page is not None and page != last_page:
+            b.flush_list()
+            b.stack.clear()
+        last_page = page if page is not None else last_page
         if label == "table":
             b.flush_list()
             skip_below = level
@@ -111,10 +120,11 @@ def from_docling(doc) -> list[Paragraph]:
         text = getattr(item, "text", None) or ""
         if label == "list_item":
             parent = item.parent.cref if item.parent is not None else ""
-            base = list_depth_base.setdefault(parent, level)
-            depth = max(0, level - min(base, level))
-            marker = (getattr(item, "marker", "") or "").strip() or "-"
-            b.list_item(text, marker, min(depth, 4), page, parent)
+            marker = (getattr(item, "marker", "") or "").strip()
+            if not marker or marker in ("-", "•") and getattr(item, "enumerated", False):
+                counters[parent] = counters.get(parent, 0) + 1
+                marker = f"{counters[parent]}." if getattr(item, "enumerated", False) else "-"
+            b.list_item(text, marker, level, page, parent)
             continue
         if label == "title":
             b.stack.clear()
@@ -168,26 +178,31 @@ def table_groups(table) -> list[str]:
 
 def merge_tiny(paragraphs: list[Paragraph], tiny: int = TINY_CHARS) -> list[Paragraph]:
     """Merge short text fragments into the previous text paragraph of the same page and section
-    (or else the next one), so that a stray "Fig. 3" or "a)" is not a citation unit of its own."""
-    out: list[Paragraph] = []
-    pending: Paragraph | None = None
+    (or else the next one), so that a stray "Fig. 3" or "a)" is not a citation unit of its own.
+    Returns paragraphs numbered 0..n-1."""
+    rows: list[list] = []  # [text, page, headings, kind], built without dataclass copies
+    pending: list | None = None
     for p in paragraphs:
+        row = [p.text, p.page, p.headings, p.kind]
         if pending is not None:
-            if p.kind == "text" and p.page == pending.page and p.headings == pending.headings:
-                p = replace(p, text=f"{pending.text}\n{p.text}")
+            if p.kind == "text" and p.page == pending[1] and p.headings == pending[2]:
+                row[0] = f"{pending[0]}\n{p.text}"
             else:
-                out.append(pending)
+                rows.append(pending)
             pending = None
         if p.kind == "text" and len(p.text) < tiny:
-            prev = out[-1] if out else None
-            if prev is not None and prev.kind == "text" and prev.page == p.page and (
-                prev.headings == p.headings
+            prev = rows[-1] if rows else None
+            if (
+                prev is not None
+                and prev[3] == "text"
+                and prev[1] == p.page
+                and prev[2] == p.headings
             ):
-                out[-1] = replace(prev, text=f"{prev.text}\n{p.text}")
+                prev[0] = f"{prev[0]}\n{p.text}"
             else:
-                pending = p
+                pending = row
             continue
-        out.append(p)
+        rows.append(row)
     if pending is not None:
-        out.append(pending)
-    return renumber(out)
+        rows.append(pending)
+    return [Paragraph(i, t, pg, hs, k) for i, (t, pg, hs, k) in enumerate(rows)]

@@ -33,27 +33,39 @@ from engine.ingest.paragraphs import merge_tiny
 
 PDFIUM_LOCK = threading.Lock()
 MAX_PARA_CHARS = 2000
-_BULLET = re.compile(r"^([\u2022\u00b7\u25cf\u25aa\u25a0\u25e6\u2023\u2043\uf0b7*\-\u2013\u2014]|"
-                     r"\(?[0-9a-zA-Z]{1,3}[.)])\s")
+_BULLET = re.compile(
+    r"^([\u2022\u00b7\u25cf\u25aa\u25a0\u25e6\u2023\u2043\uf0b7*\-\u2013\u2014]|"
+    r"\(?[0-9a-zA-Z]{1,3}[.)])\s"
+)
 _SENT_END = re.compile(r"[.!?:;\"\u201d)\]]$")
 _NUMBERED = re.compile(r"^(\d{1,2}(\.\d{1,2})*\.?|[IVX]{1,4}\.|[A-H]\.?)\s+[A-Z][A-Za-z]")
-_NUMERIC = re.compile(r"^[$€£(]?[-+]?[\d,.]+%?\)?$|^[$€£%—–-]$")
+_NUMERIC = re.compile(r"(?<!\S)(?:[$€£(]?[-+]?\d[\d,.]*%?\)?|[$€£%—–-])(?!\S)")
 _DIGITS = re.compile(r"\d+")
-_PDF_ERRORS = {1: "unknown error", 2: "file not found or unreadable", 3: "not a PDF or corrupt",
-               4: "encrypted", 5: "encrypted", 6: "page not found"}
+_ANY_DIGIT = re.compile(r"\d")
+_PDF_ERRORS = {
+    1: "unknown error",
+    2: "file not found or unreadable",
+    3: "not a PDF or corrupt",
+    4: "encrypted",
+    5: "encrypted",
+    6: "page not found",
+}
 
 
 class _Line:
-    __slots__ = ("text", "x0", "x1", "y_first", "y_last", "h", "numeric")
+    __slots__ = ("text", "x0", "x1", "y_first", "y_last", "h", "size", "numeric")
 
     def __init__(self, text: str, box0: tuple, box1: tuple):
         self.text = text
         self.x0, self.x1 = box0[0], box1[2]
         self.y_first, self.y_last = box0[1], box1[1]  # bottoms of the first and last char
         self.h = max(box0[3] - box0[1], 0.1)
-        words = text.split()
-        self.numeric = len(words) >= 2 and sum(bool(_NUMERIC.match(w)) for w in words) >= max(
-            2, len(words) * 0.3
+        self.size = min(self.h, box1[3] - box1[1])  # font size estimate robust to odd glyphs
+        n_words = text.count(" ") + 1
+        self.numeric = (
+            n_words >= 2
+            and _ANY_DIGIT.search(text) is not None
+            and len(_NUMERIC.findall(text)) >= max(2, n_words * 0.3)
         )
 
 
@@ -90,7 +102,9 @@ def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
             if code in (4, 5) or "password" in str(exc).lower():
                 raise ConversionError("encrypted", code="encrypted") from exc
             reason = _PDF_ERRORS.get(code, str(exc))
-            raise ConversionError(f"cannot read the PDF: {reason} ({exc})", code="corrupt_file")
+            raise ConversionError(
+                f"cannot read the PDF: {reason} ({exc})", code="corrupt_file"
+            ) from exc
         try:
             n_pages = len(pdf)
             pages = [_page_lines(pdf, i) for i in range(n_pages)]
@@ -102,8 +116,8 @@ def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
         raise ConversionError("no text layer; OCR not enabled", code="no_text_layer")
     _drop_running_lines(pages)
     body_h = _body_height(pages)
-    paragraphs = _paragraphs(pages, body_h)
-    title = _title(meta.get("Title", ""), paragraphs, filename)
+    paragraphs, title_at = _paragraphs(pages, body_h)
+    title = _title(meta.get("Title", ""), paragraphs, title_at, filename)
     return ParsedDocument(
         kind="pdf",
         title=title,
@@ -120,6 +134,8 @@ def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
 
 
 def _page_lines(pdf, index: int) -> list[_Line]:
+    import pypdfium2.raw as raw
+
     page = pdf[index]
     tp = page.get_textpage()
     try:
@@ -127,29 +143,38 @@ def _page_lines(pdf, index: int) -> list[_Line]:
         n_chars = tp.count_chars()
         remap = None
         if len(text) != n_chars:  # rare: pdfium's text view differs from its char list
-            import pypdfium2.raw as raw
 
             def remap(i: int) -> int:
                 return raw.FPDFText_GetCharIndexFromTextIndex(tp.raw, i)
 
         lines: list[_Line] = []
+        # pdfium's loose char box through the raw API with one reused rect: this is called
+        # twice per line, and the wrapper's allocations were a visible share of the time.
+        rect = raw.FS_RECTF()
+        get_box, handle = raw.FPDFText_GetLooseCharBox, tp.raw
+
+        def charbox(i: int) -> tuple[float, float, float, float]:
+            get_box(handle, i, rect)
+            return rect.left, rect.bottom, rect.right, rect.top
+
         pos = 0
-        for raw_line in re.split(r"\r\n|\n|\r", text):
-            start, length = pos, len(raw_line)
-            pos += length + (2 if text[pos + length : pos + length + 2] == "\r\n" else 1)
+        for raw_line in text.split("\r\n"):
+            start = pos
+            pos += len(raw_line) + 2
             stripped = raw_line.strip()
             if not stripped:
                 continue
-            first = start + len(raw_line) - len(raw_line.lstrip())
-            last = start + len(raw_line.rstrip()) - 1
+            first = start + raw_line.index(stripped[0])
+            last = first + len(stripped) - 1
             if remap is not None:
                 first, last = remap(first), remap(last)
                 if first < 0 or last < 0:
                     continue
-            clean = stripped.replace("\ufffe", "").replace("\x02", "")
-            clean = re.sub(r"\s+", " ", clean)
-            lines.append(_Line(clean, tp.get_charbox(first, loose=True),
-                               tp.get_charbox(last, loose=True)))
+            if "\ufffe" in stripped or "\x02" in stripped:
+                stripped = stripped.replace("\ufffe", "").replace("\x02", "")
+            if "  " in stripped or "\n" in stripped or "\t" in stripped:
+                stripped = " ".join(stripped.split())
+            lines.append(_Line(stripped, charbox(first), charbox(last)))
         return lines
     finally:
         tp.close()
@@ -171,9 +196,11 @@ def _drop_running_lines(pages: list[list[_Line]]) -> None:
     for i, lines in enumerate(pages):
         head = [ln for ln in lines[:2] if _DIGITS.sub("#", ln.text) not in running]
         tail = [ln for ln in lines[-2:] if _DIGITS.sub("#", ln.text) not in running]
-        pages[i] = head + lines[2:-2] + tail if len(lines) > 4 else [
-            ln for ln in lines if _DIGITS.sub("#", ln.text) not in running
-        ]
+        pages[i] = (
+            head + lines[2:-2] + tail
+            if len(lines) > 4
+            else [ln for ln in lines if _DIGITS.sub("#", ln.text) not in running]
+        )
 
 
 def _body_height(pages: list[list[_Line]]) -> float:
@@ -181,26 +208,48 @@ def _body_height(pages: list[list[_Line]]) -> float:
     return statistics.median(heights) if heights else 10.0
 
 
-def _paragraphs(pages: list[list[_Line]], body_h: float) -> list[Paragraph]:
+def _paragraphs(pages: list[list[_Line]], body_h: float) -> tuple[list[Paragraph], int | None]:
+    """Paragraphs with heading paths, and the index of a title candidate (the largest-font
+    heading of page 1, when clearly larger than body text)."""
     out: list[Paragraph] = []
     stack: list[tuple[int, str]] = []
+    path: tuple[str, ...] = ()  # the stack's texts, kept as a tuple
+    title_at, title_h = None, 1.3 * body_h
     for page_no, lines in enumerate(pages, start=1):
-        for para in _split_page(lines, page_no):
+        for para in _split_page(lines, page_no, body_h):
             text = para.text.strip()
             if not text:
                 continue
             level = _heading_level(para, body_h)
-            if level:
-                while stack and stack[-1][0] >= level:
-                    stack.pop()
-                out.append(Paragraph(len(out), text, page_no, tuple(t for _, t in stack), "heading"))
-                stack.append((level, text))
-            else:
-                out.append(Paragraph(len(out), text, page_no, tuple(t for _, t in stack), "text"))
-    return merge_tiny(out)
+            size = para.lines[0].size
+            big = size > title_h and len(para.lines) <= 4 and len(text.split()) <= 30
+            if page_no == 1 and big and len(re.findall(r"[^\W\d_]{2,}", text)) >= 2:
+                title_at, title_h = len(out), size
+            if not level:
+                out.append(Paragraph(len(out), text, page_no, path, "text"))
+                continue
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            path = tuple(t for _, t in stack)
+            out.append(Paragraph(len(out), text, page_no, path, "heading"))
+            stack.append((level, text))
+            path = (*path, text)
+    if title_at is not None:  # the title is not a section: nothing nests under it
+        title = out[title_at]
+        out[title_at] = Paragraph(title.id, title.text, title.page, (), "title")
+        out = [
+            Paragraph(p.id, p.text, p.page, p.headings[1:], p.kind)
+            if p.headings[:1] == (title.text,)
+            else p
+            for p in out
+        ]
+    merged = merge_tiny(out)
+    if title_at is not None:
+        title_at = next((p.id for p in merged if p.kind == "title"), None)
+    return merged, title_at
 
 
-def _split_page(lines: list[_Line], page_no: int) -> list[_Para]:
+def _split_page(lines: list[_Line], page_no: int, body_h: float) -> list[_Para]:
     if not lines:
         return []
     pitches = [
@@ -209,6 +258,7 @@ def _split_page(lines: list[_Line], page_no: int) -> list[_Para]:
         if 0 < a.y_last - b.y_first < 3 * a.h
     ]
     pitch = statistics.median(pitches) if pitches else lines[0].h * 1.2
+    x1s = [ln.x1 for ln in lines]
     paras = [_Para([lines[0]], page_no)]
     size = len(lines[0].text)
     for i in range(1, len(lines)):
@@ -219,9 +269,7 @@ def _split_page(lines: list[_Line], page_no: int) -> list[_Para]:
             prev.x1, prev.y_last = cur.x1, cur.y_last
             size += len(cur.text)
             continue
-        window = lines[max(0, i - 4) : i + 3]
-        right = max(ln.x1 for ln in window)
-        if _breaks(prev, cur, pitch, right) or size > MAX_PARA_CHARS:
+        if _breaks(prev, cur, pitch, x1s, i, body_h) or size > MAX_PARA_CHARS:
             paras.append(_Para([cur], page_no))
             size = len(cur.text)
         else:
@@ -230,10 +278,18 @@ def _split_page(lines: list[_Line], page_no: int) -> list[_Para]:
     return paras
 
 
-def _breaks(prev: _Line, cur: _Line, pitch: float, right: float) -> bool:
+def _breaks(prev: _Line, cur: _Line, pitch: float, x1s: list[float], i: int, body_h: float) -> bool:
+    """Whether line ``i`` (``cur``) starts a new paragraph after ``prev``."""
     ends = bool(_SENT_END.search(prev.text))
     continues = not ends and cur.text[:1].islower()
     gap = prev.y_last - cur.y_first
+    if (  # lines of one large-font heading or title, at that font's line spacing
+        not ends
+        and prev.size >= 1.15 * body_h
+        and abs(cur.size - prev.size) < 0.2 * prev.size
+        and 0 < gap < 1.6 * prev.h
+    ):
+        return False
     if gap <= 0 or gap > 1.4 * pitch:  # a column/page jump or extra space
         return not continues
     if abs(cur.h - prev.h) > 0.2 * max(cur.h, prev.h):
@@ -244,6 +300,7 @@ def _breaks(prev: _Line, cur: _Line, pitch: float, right: float) -> bool:
         return True
     if ends and cur.x0 > prev.x0 + 0.8 * cur.h:  # first-line indent
         return True
+    right = max(x1s[max(0, i - 4) : i + 3])  # the column's right edge around here
     short = prev.x1 < right - max(0.12 * (right - prev.x0), 2 * prev.h)
     return short and (ends or not cur.text[:1].islower()) and not prev.numeric
 
@@ -266,13 +323,16 @@ def _heading_level(para: _Para, body_h: float) -> int:
     return 0
 
 
-def _title(meta_title: str, paragraphs: list[Paragraph], filename: str) -> str:
+def _title(meta_title: str, paragraphs: list[Paragraph], at: int | None, filename: str) -> str:
+    """Largest-font heading of page 1, else a sensible metadata title, else the file name."""
+    if at is not None:
+        return paragraphs[at].text.replace("\n", " ")[:300]
     meta_title = re.sub(r"^Microsoft (Word|PowerPoint) - ", "", meta_title or "").strip()
-    if meta_title and not re.fullmatch(r"(untitled|document\d*|[\w-]+\.(docx?|pdf|pptx?))",
-                                       meta_title, re.I):
-        return meta_title
-    for p in paragraphs[:15]:
-        if p.page == 1 and p.kind == "heading" and len(p.text) > 6:
-            return p.text
-    stem = filename.rsplit("/", 1)[-1]
-    return stem.rsplit(".", 1)[0] if "." in stem else stem or "document"
+    if (
+        len(meta_title) > 3
+        and " " in meta_title
+        and not re.search(r"\.(docx?|pdf|pptx?|exe|indd|qxd|tmp)$", meta_title, re.I)
+    ):
+        return meta_title[:300]
+    stem = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    return (stem.rsplit(".", 1)[0] if "." in stem else stem) or "document"

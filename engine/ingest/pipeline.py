@@ -41,6 +41,9 @@ class IngestOptions:
     pdf_backend: str = "pypdfium2"  # or "docling" where its layout weights are installed
     levels: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_LEVELS))
     embed_batch: int = 32  # chunks per embed call; small so the index fills in progressively
+    # Only the search level gets vectors: large chunks exceed MPNet's 384-token window and serve
+    # as generation context (BM25 still indexes them); this halves time-to-completed.
+    embed_levels: tuple[str, ...] = ("small",)
     describe: bool = True
     fetch: FetchLimits = field(default_factory=FetchLimits)
 
@@ -120,7 +123,7 @@ class Ingestor:
         mark("queryable_s")
         if self.options.describe and self.llm is not None:
             sf.describe_task = self._spawn(self._describe(sf, t0))
-        todo = [c for level in chunks.values() for c in level]
+        todo = [c for name in self.options.embed_levels for c in chunks.get(name, [])]
         st.update(stage="embedding", embedded=0, to_embed=len(todo))
         for i in range(0, len(todo), self.options.embed_batch):
             batch = todo[i : i + self.options.embed_batch]

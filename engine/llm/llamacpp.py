@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import re
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +39,14 @@ from engine.errors import BackendUnavailable, InvalidRequest, MissingExtra, Over
 from engine.llm.base import ChatMessage, Delta, SamplingParams, Usage
 
 log = logging.getLogger(__name__)
+
+
+_CONTROL = re.compile(r"<\|(?:im_start|im_end|endoftext|fim_[a-z]+|file_sep|repo_name)\|>")
+
+
+def strip_control(text: str) -> str:
+    """Remove chat-template control tokens (``<|im_start|>`` …) from message text."""
+    return _CONTROL.sub("", text)
 
 
 class StopScanner:
@@ -109,7 +119,11 @@ class LlamaCppLLM:
     # -- lifecycle -------------------------------------------------------------------------
     @property
     def context_length(self) -> int:
-        return self._llama.n_ctx() if self._llama is not None else self._n_ctx
+        if self._llama is None:
+            return self._n_ctx
+        # llama.cpp pads n_ctx up to a multiple of 256, but llama-cpp-python sizes its token
+        # buffer with the requested value: the smaller one is the real limit.
+        return min(self._llama.n_ctx(), len(self._llama.input_ids))
 
     async def start(self) -> None:
         try:
@@ -133,7 +147,10 @@ class LlamaCppLLM:
         self._dead = None
 
     def _load(self, llama_cpp: Any) -> Any:
-        kwargs: dict[str, Any] = {"n_threads": self._n_threads} if self._n_threads else {}
+        # llama-cpp-python defaults to half the cores; prompt evaluation is compute-bound, so
+        # use them all unless told otherwise.
+        threads = self._n_threads or os.cpu_count() or 1
+        kwargs: dict[str, Any] = {"n_threads": threads, "n_threads_batch": threads}
         if self._seed is not None:
             kwargs["seed"] = self._seed
         llama = llama_cpp.Llama(
@@ -212,8 +229,10 @@ class LlamaCppLLM:
                     f"unsupported JSON schema for grammar-constrained output: {exc}",
                     param="response_format",
                 ) from exc
+        # Text from users and documents must not smuggle in control tokens: the prompt is
+        # tokenized with special=True (the template's own markers must parse).
         prompt = self._formatter(
-            messages=[{"role": m.role, "content": m.content} for m in messages]
+            messages=[{"role": m.role, "content": strip_control(m.content)} for m in messages]
         )
         tokens = llama.tokenize(
             prompt.prompt.encode("utf-8"), add_bos=not prompt.added_special, special=True

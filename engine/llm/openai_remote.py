@@ -8,8 +8,8 @@ Usage: requested in streams with ``stream_options={"include_usage": True}``. Ser
 it (llama-cpp-python's) get an estimate: one token per streamed content chunk (these servers
 send one chunk per token) and ``count_tokens`` of the messages for the prompt.
 
-JSON schema: sent the standard way (``{"type": "json_schema", ...}``); a server that refuses that
-shape with 400/422 is asked again with the llama.cpp extension
+JSON schema: sent the standard way (``{"type": "json_schema", ...}``); a server whose error for
+that request names ``response_format`` (400/422, or 500 from llama-cpp-python) is asked again with the llama.cpp extension
 ``{"type": "json_object", "schema": ...}`` and that choice is remembered.
 
 ``count_tokens`` is an approximation, because the remote tokenizer cannot be called
@@ -157,7 +157,8 @@ class OpenAIRemoteLLM:
         try:
             return await self._client.chat.completions.create(**self._request(messages, params))
         except openai.APIStatusError as exc:
-            refused = exc.status_code in (400, 422) and "response_format" in str(exc.body)
+            # llama-cpp-python's server answers its validation errors with 500, hence 500 here
+            refused = exc.status_code in (400, 422, 500) and "response_format" in str(exc)
             if params.json_schema is None or self._json_mode != "json_schema" or not refused:
                 raise self._fail(exc) from exc
             self._json_mode = "json_object"  # llama.cpp-style servers; remembered
@@ -173,7 +174,7 @@ class OpenAIRemoteLLM:
     ) -> AsyncIterator[Delta]:
         response = await self._open(messages, params)
         self._healthy = True
-        finish, usage, chunks = "stop", None, 0
+        finish, usage, chunks = None, None, 0
         try:
             async for chunk in response:
                 if chunk.usage is not None:
@@ -185,10 +186,13 @@ class OpenAIRemoteLLM:
                         yield Delta(text=text)
                     if choice.finish_reason:
                         finish = "length" if choice.finish_reason == "length" else "stop"
-        except Exception as exc:
-            raise self._fail(exc) from exc
+        except Exception as exc:  # the connection broke mid-reply
+            self._healthy = False
+            raise BackendUnavailable(f"the remote LLM broke off the reply: {exc}") from exc
         finally:
             await response.close()  # closes the HTTP stream: the server stops generating
+        if finish is None:  # e.g. llama-cpp-python's server failing inside the stream
+            raise BackendUnavailable("the remote LLM ended the stream without finishing the reply")
         if usage is None:  # the server ignored include_usage: estimate (module docstring)
             prompt = sum(self.count_tokens(m.content) + 4 for m in messages)
             usage = Usage(prompt, chunks)

@@ -27,11 +27,10 @@ log = logging.getLogger(__name__)
 
 def new_text(previous: str, current: str) -> str:
     """The part of vLLM's cumulative ``current`` text not yet sent (``previous`` was sent)."""
-    if current.startswith(previous):
-        return current[len(previous) :]
-    # The detokenizer revised text already sent (rare, at multi-byte boundaries): sent text
-    # cannot be taken back, so send only what lies beyond it.
-    log.debug("vLLM revised streamed text; continuing after %d chars", len(previous))
+    if not current.startswith(previous):
+        # The detokenizer revised text already sent (rare, at multi-byte boundaries): sent text
+        # cannot be taken back, so send only what lies beyond it.
+        log.debug("vLLM revised streamed text; continuing after %d chars", len(previous))
     return current[len(previous) :]
 
 

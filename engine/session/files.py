@@ -26,7 +26,7 @@ def safe_filename(name: str | None, default: str = "upload") -> str:
         name = default
     if len(name) > 200:
         stem, dot, ext = name.rpartition(".")
-        name = (stem[: 190] + dot + ext[:9]) if dot and len(ext) <= 9 else name[:200]
+        name = (stem[:190] + dot + ext[:9]) if dot and len(ext) <= 9 else name[:200]
     return name
 
 

@@ -88,6 +88,7 @@ class Session:
     files: dict[str, SessionFile] = field(default_factory=dict)
     index: SessionIndex = field(default_factory=SessionIndex)
     batches: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
+    turns: dict[str, Any] = field(default_factory=dict)  # agent memory of answered turns
 
     def touch(self) -> None:
         self.last_active_at = time.time()

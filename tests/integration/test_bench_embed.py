@@ -20,7 +20,16 @@ def test_quick_embed_benchmark(tmp_path):
     if not (paths.encoder_onnx_path() / paths.ONNX_INT8).is_file():
         pytest.skip("encoder weights not prepared: run `brief prepare-models`")
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.embed", "--quick", "--texts", "12", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.embed",
+            "--quick",
+            "--texts",
+            "12",
+            "--out",
+            str(tmp_path),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -47,7 +47,11 @@ def _require_prepared():
     st_dir, onnx_dir = paths.encoder_st_path(), paths.encoder_onnx_path()
     missing = [
         p
-        for p in (st_dir / "model.safetensors", onnx_dir / paths.ONNX_FP32, onnx_dir / paths.ONNX_INT8)
+        for p in (
+            st_dir / "model.safetensors",
+            onnx_dir / paths.ONNX_FP32,
+            onnx_dir / paths.ONNX_INT8,
+        )
         if not p.is_file()
     ]
     if missing:

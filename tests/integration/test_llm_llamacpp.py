@@ -164,15 +164,24 @@ async def test_concurrent_requests_are_served_in_order(llm):
             deltas.append(d)
         return deltas[-1].usage, llm.count_tokens("".join(d.text for d in deltas))
 
-    tasks = []
-    for i in range(3):  # one runs, two wait: exactly max_queue
-        tasks.append(asyncio.create_task(one(i)))
-        await asyncio.sleep(0.05)  # let each reach the queue before the next
+    await _idle(llm)  # the previous test's worker may still be returning
+    tasks = [asyncio.create_task(one(0))]
+    await until(lambda: len(order) == 1)  # 0 runs
+    tasks.append(asyncio.create_task(one(1)))
+    await until(lambda: llm._waiting == 1 or len(order) > 1)  # 1 waits (or already runs)
+    tasks.append(asyncio.create_task(one(2)))  # one runs, two wait: exactly max_queue
     results = await asyncio.gather(*tasks)
     assert order == [0, 1, 2]  # FIFO
     for usage, retokenized in results:
         assert usage.prompt_tokens > 10
         assert 0 < usage.completion_tokens <= 5 and retokenized <= usage.completion_tokens
+
+
+async def until(condition) -> None:
+    """Poll a condition on the backend's queue state (it has no event to wait on), <= 30 s."""
+    async with asyncio.timeout(30):
+        for _ in iter(condition, True):
+            await asyncio.sleep(0.005)
 
 
 async def _idle(llm: LlamaCppLLM) -> None:
@@ -195,14 +204,14 @@ async def test_cancel_mid_stream_frees_the_model(llm):
 
 
 async def test_cancel_during_a_long_prompt(llm):
-    filler = " ".join(f"item{i}" for i in range(600))  # ~1,800 prompt tokens: ~15 s to evaluate
+    filler = " ".join(f"item{i}" for i in range(350))  # ~1,350 prompt tokens: ~13 s to evaluate
     task = asyncio.create_task(complete(llm, ask(f"Summarise: {filler}"), GREEDY))
     await asyncio.sleep(1.0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     await asyncio.wait_for(_idle(llm), timeout=60)
-    assert llm._llama.n_tokens < 1500  # prompt evaluation stopped part-way
+    assert llm._llama.n_tokens < 1000  # prompt evaluation stopped part-way
     assert (await complete(llm, ask("Say OK."), GREEDY)).text
 
 
@@ -211,7 +220,7 @@ async def test_overloaded_when_the_queue_is_full(llm):
     first = llm.stream(ask("Write a long essay about rivers."), long)
     await anext(first)  # running
     waiting = [asyncio.create_task(complete(llm, ask("Say hi."), GREEDY)) for _ in range(2)]
-    await asyncio.sleep(0.3)  # both are queued now (max_queue=2)
+    await until(lambda: llm._waiting == 2)  # both are queued now (max_queue=2)
     with pytest.raises(Overloaded, match="queue is full"):
         await complete(llm, ask("One more?"), GREEDY)
     await first.aclose()

@@ -94,8 +94,8 @@ def test_refusals():
         detect_kind(b"\x89PNG\r\n\x1a\n" + bytes(100), "scan.pdf")
     with pytest.raises(UnsupportedMedia, match="legacy"):
         detect_kind(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600), "old.doc")
-    encrypted = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600) + "EncryptedPackage".encode(
-        "utf-16-le"
+    encrypted = (
+        b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600) + "EncryptedPackage".encode("utf-16-le")
     )
     with pytest.raises(ConversionError, match="encrypted"):
         detect_kind(encrypted, "secret.docx")

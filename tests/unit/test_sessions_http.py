@@ -101,7 +101,9 @@ def test_failed_file_does_not_spoil_session(http):
 def test_limits_and_unknown_ids(http):
     assert_openai_error(http.post("/v1/vector_stores", json={"file_ids": ["file-nope"]}), 400)
     vs = http.post("/v1/vector_stores", json={}).json()
-    assert_openai_error(http.post(f"/v1/vector_stores/{vs['id']}/files", json={"file_id": "x"}), 404)
+    assert_openai_error(
+        http.post(f"/v1/vector_stores/{vs['id']}/files", json={"file_id": "x"}), 404
+    )
     assert_openai_error(http.post("/v1/vector_stores/vs_nope/search", json={"query": "x"}), 404)
     with make_client(max_sessions=1) as one:
         assert one.post("/v1/vector_stores", json={}).status_code == 200

@@ -1,0 +1,34 @@
+"""Settings of the briefing agent (the server fills them from ``BRIEF_AGENT_*`` settings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    # rewriter
+    history_turns: int = 3  # how many previous turns the rewriter may look at
+    # planner
+    max_operations: int = 6
+    # context builder
+    search_level: str = "small"  # chunk level searched (see engine/ingest/chunking.py)
+    search_k: int = 4  # hits per SEARCH (3-5)
+    window_before: int = 1  # window expansion: chunks k-cb .. k+cf around each hit
+    window_after: int = 1
+    semantic_window: int = 2  # extra non-neighbouring chunks very similar to a hit (0 = off)
+    semantic_min_similarity: float = 0.80  # cosine between a hit and a chunk it pulls in
+    score_threshold: float = 0.0  # drop hits whose normalised fused score is below this
+    fusion: Literal["rrf", "convex"] = "rrf"
+    # map-reduce
+    split_tokens: int = 1800  # token budget of one split's evidence (model tokenizer)
+    max_splits: int = 6  # cap on the number of splits (mapper calls)
+    truncation: Literal["stop", "skip_similar"] = "skip_similar"
+    similar_threshold: float = 0.6  # n-gram Jaccard above which a chunk is a near-duplicate
+    mapper_concurrency: int = 2
+    answer_tokens: int = 384  # max_tokens of the final answer
+    mapper_tokens: int = 256  # max_tokens of one mapper output
+    temperature: float = 0.0
+    # citations
+    citation_min_overlap: float = 0.35  # n-gram support needed to keep a citation

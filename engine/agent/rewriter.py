@@ -1,0 +1,159 @@
+"""Query rewriter: a follow-up question plus the recent turns → one standalone query.
+
+Why: planning and retrieval see a single query, so "how accurate is it?" must become "how
+accurate is DPR?". Most questions are self-contained, and an LLM call costs seconds on a CPU, so a
+cheap cue check (pronouns, demonstratives, ellipsis openers, very short follow-ups) decides first
+whether there is anything to resolve. The LLM output is JSON-schema constrained at temperature 0
+and then checked; anything doubtful (empty, far too long, an answer instead of a question, the
+question's own words lost) falls back to the original, which is always kept next to the rewrite.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from engine.agent.config import AgentConfig
+from engine.agent.prompts import load
+from engine.agent.types import Rewrite, Turn
+from engine.llm.base import LLM, ChatMessage, SamplingParams, complete
+
+_WORDS = re.compile(r"[\w'’-]+")
+_CUE_WORDS = re.compile(
+    r"\b(it|its|it's|itself|they|them|their|theirs|themselves|this|that|these|those|he|him|his|"
+    r"she|her|hers|there|former|latter|same|another|else|too|also|instead|again|above)\b",
+    re.IGNORECASE,
+)
+_CUE_PHRASES = re.compile(
+    r"\bthe (first|second|third|fourth|fifth|last|next|previous|other) (one|ones)?\b"
+    r"|^\s*(and|or|but|so|what about|how about|same for|why|how come|then|more)\b",
+    re.IGNORECASE,
+)
+_QUESTION_START = frozenset(
+    "what who whom whose which when where why how is are was were do does did can could should "
+    "would will has have had may might must summarize summarise list explain describe compare "
+    "give tell show find name define outline provide state".split()
+)
+_NOT_CONTENT = frozenset(
+    "the a an and or but for of in on at to by with from about what who whom whose which when "
+    "where why how is are was were do does did can could should would will has have had may might "
+    "must it its they them their this that these those there same also too more then again please "
+    "tell me about".split()
+)
+SHORT_FOLLOW_UP = 3  # words: "Why?", "In 2021?", "Top-100 accuracy?"
+
+
+def needs_rewrite(query: str, history: Sequence[Turn]) -> bool:
+    """Whether the query may refer to earlier turns (no history: never)."""
+    if not history:
+        return False
+    if len(_WORDS.findall(query)) <= SHORT_FOLLOW_UP:
+        return True
+    return bool(_CUE_WORDS.search(query) or _CUE_PHRASES.search(query))
+
+
+def _clip(text: str, words: int) -> str:
+    parts = text.split()
+    return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
+
+
+def render_request(turns: Sequence[Turn | dict[str, str]], question: str) -> str:
+    """The user message: numbered turns (answers clipped: their start names the subject)."""
+    lines = []
+    for n, turn in enumerate(turns, start=1):
+        user = turn["user"] if isinstance(turn, dict) else turn.user
+        answer = turn["assistant"] if isinstance(turn, dict) else turn.assistant
+        lines.append(f"Turn {n}\nUser: {_clip(user, 60)}\nAssistant: {_clip(answer, 40)}")
+        searched = [] if isinstance(turn, dict) else [o.query for o in turn.operations if o.query]
+        if searched:
+            lines.append("Searched: " + "; ".join(dict.fromkeys(searched)))
+    return "\n".join(lines) + f"\n\nLast question: {question}"
+
+
+def schema(n_turns: int) -> dict[str, Any]:
+    """Turn numbers are an enum, so the model cannot name a turn that does not exist."""
+    turns = {"type": "integer", "enum": list(range(1, n_turns + 1))}
+    return {
+        "type": "object",
+        "properties": {
+            "relevant_turns": {"type": "array", "items": turns, "maxItems": n_turns},
+            "query": {"type": "string", "maxLength": 300},
+        },
+        "required": ["relevant_turns", "query"],
+        "additionalProperties": False,
+    }
+
+
+def messages_for(turns: Sequence[Turn], query: str) -> list[ChatMessage]:
+    prompt = load("rewriter")
+    messages = [ChatMessage("system", prompt.system)]
+    for ex in prompt.examples:
+        messages.append(ChatMessage("user", render_request(ex["turns"], ex["question"])))
+        answer = {"relevant_turns": ex["relevant_turns"], "query": ex["query"]}
+        messages.append(ChatMessage("assistant", json.dumps(answer)))
+    messages.append(ChatMessage("user", render_request(turns, query)))
+    return messages
+
+
+def _question_shaped(text: str) -> bool:
+    words = _WORDS.findall(text.lower())
+    return text.rstrip().endswith("?") or (bool(words) and words[0] in _QUESTION_START)
+
+
+def _content_words(text: str) -> set[str]:
+    return {w[:5] for w in _WORDS.findall(text.lower()) if w not in _NOT_CONTENT and len(w) > 1}
+
+
+def rejection(candidate: str, query: str, history: Sequence[Turn]) -> str | None:
+    """Why ``candidate`` is not an acceptable rewrite of ``query``; None when it is."""
+    if not candidate:
+        return "empty"
+    n_query = len(_WORDS.findall(query))
+    if len(_WORDS.findall(candidate)) > max(40, 3 * n_query + 20):
+        return "too long"
+    if _question_shaped(query) and not _question_shaped(candidate):
+        return "not a question (an answer?)"
+    low = candidate.lower()
+    if any(len(low) > 20 and low in t.assistant.lower() for t in history):
+        return "copied from an answer"
+    wanted = _content_words(query)
+    if wanted and len(wanted & _content_words(candidate)) * 2 < len(wanted):
+        return "lost the question's words"
+    return None
+
+
+async def rewrite_traced(
+    llm: LLM, query: str, history: Sequence[Turn], config: AgentConfig
+) -> tuple[Rewrite, dict[str, Any]]:
+    """Like :func:`rewrite`, plus trace info (raw output, fallback reason)."""
+    query = query.strip()
+    window = list(history)[-config.history_turns :] if config.history_turns > 0 else []
+    if not needs_rewrite(query, window):
+        reason = "no history" if not window else "nothing to resolve"
+        return Rewrite(query, query, (), skipped_llm=True), {"skipped": reason}
+    params = SamplingParams(
+        temperature=0.0, max_tokens=120, seed=0, json_schema=schema(len(window))
+    )
+    out = await complete(llm, messages_for(window, query), params)
+    trace: dict[str, Any] = {"raw": out.text, "turns_seen": len(window)}
+    try:
+        data = json.loads(out.text)
+        candidate = " ".join(str(data["query"]).split()).strip("\"' ")
+        numbers = [n for n in data.get("relevant_turns", []) if isinstance(n, int)]
+    except (ValueError, KeyError, TypeError) as exc:
+        trace["fallback"] = f"unparsable output ({type(exc).__name__})"
+        return Rewrite(query, query), trace
+    if reason := rejection(candidate, query, window):
+        trace["fallback"] = reason
+        return Rewrite(query, query), trace
+    offset = len(history) - len(window)
+    used = tuple(sorted({offset + n - 1 for n in numbers if 1 <= n <= len(window)}))
+    return Rewrite(query, candidate, used), trace
+
+
+async def rewrite(llm: LLM, query: str, history: Sequence[Turn], config: AgentConfig) -> Rewrite:
+    """A standalone version of ``query``; ``Rewrite.original`` always keeps the user's words."""
+    result, _ = await rewrite_traced(llm, query, history, config)
+    return result
