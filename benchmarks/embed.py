@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -26,20 +27,21 @@ from benchmarks import common
 from engine.encoder.batcher import BatchedEncoder, plan_batches
 from models import paths
 
-CORPUS = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "corpus"
-    / "retrieval"
-    / "beir_scifact"
-    / "corpus.jsonl"
-)
+SCIFACT = Path("retrieval") / "beir_scifact" / "corpus.jsonl"
 
 
-def load_texts(n: int, corpus: Path = CORPUS) -> list[str]:
+def default_corpus() -> Path:
+    """SciFact under ``$BRIEF_CORPUS`` (as the tests use) or ``../shared/corpus``."""
+    root = (
+        os.environ.get("BRIEF_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
+    )
+    return Path(root) / SCIFACT
+
+
+def load_texts(n: int, corpus: Path | None = None) -> list[str]:
     """The first ``n`` non-empty SciFact abstracts (deterministic)."""
     texts = []
-    with corpus.open() as fh:
+    with (corpus or default_corpus()).open() as fh:
         for line in fh:
             text = json.loads(line).get("text", "").strip()
             if text:
@@ -112,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--model-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None, help="results folder")
+    parser.add_argument("--corpus", type=Path, default=None, help="a BEIR corpus.jsonl")
     args = parser.parse_args(argv)
     n_texts = args.texts or (24 if args.quick else 256)
     reps = args.reps or (1 if args.quick else 3)
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from engine.encoder.onnx import OnnxEmbeddingModel
 
-    texts = load_texts(n_texts)
+    texts = load_texts(n_texts, args.corpus)
     rows, results = [], {}
     for variant, quantized in (("fp32", False), ("int8", True)):
         model = OnnxEmbeddingModel(onnx_dir, quantized=quantized, threads=args.threads)
@@ -169,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             "max_batch_tokens": args.max_tokens,
             "max_wait_ms": args.wait_ms,
             "threads": args.threads,
-            "corpus": str(CORPUS),
+            "corpus": str(args.corpus or default_corpus()),
         },  # fmt: skip
         "columns": columns,
         "rows": rows,

@@ -93,6 +93,7 @@ class AppContext:
 
     async def start(self) -> None:
         self.sessions.start_reaper()
+        self.ingest.warmup()
 
     async def stop(self) -> None:
         await self.sessions.close_all()

@@ -92,6 +92,7 @@ class Settings(BaseSettings):
     agent_truncation: Literal["stop", "skip_similar"] = "skip_similar"
     agent_mapper_concurrency: int = Field(default=2, ge=1)
     agent_answer_tokens: int = Field(default=384, ge=16)
+    agent_mapper_tokens: int = Field(default=256, ge=16)
     agent_citation_min_overlap: float = Field(default=0.4, ge=0.0, le=1.0)
 
     # --- generation defaults ---
@@ -131,6 +132,7 @@ class Settings(BaseSettings):
             truncation=self.agent_truncation,
             mapper_concurrency=self.agent_mapper_concurrency,
             answer_tokens=self.agent_answer_tokens,
+            mapper_tokens=self.agent_mapper_tokens,
             citation_min_overlap=self.agent_citation_min_overlap,
         )
 

@@ -39,6 +39,7 @@ Labelled = Sequence[tuple[int, Evidence]]
 NOT_FOUND = "The documents in this session do not contain information to answer this question."
 MIN_BUDGET = 16
 _MARKER = re.compile(r"[ \t]*\[(\d+(?:\s*[-–,]\s*\d+)*)\]")
+_PARTIAL_MARKER = re.compile(r"\s*\[[\d\s,–-]*$")
 _TOKEN = re.compile(r"\w+")
 
 
@@ -126,11 +127,8 @@ class Splitter:
         if strategy not in ("stop", "skip_similar"):
             raise ValueError(f"unknown truncation strategy {strategy!r}")
         self.labelled, self.budget, self.count = labelled, budget, count_tokens
-        self.max_splits, self.strategy, self.threshold = (
-            max(1, max_splits),
-            strategy,
-            similar_threshold,
-        )
+        self.max_splits = max(1, max_splits)
+        self.strategy, self.threshold = strategy, similar_threshold
         self.docs = {d.doc_id: d for d in docs}
         self.names = r.handles(docs)
         self.skipped: list[int] = []  # near-duplicates (skip_similar)
@@ -138,13 +136,18 @@ class Splitter:
         self.truncated: list[int] = []
 
     def report(self) -> dict[str, Any]:
-        return {"budget": self.budget, "max_splits": self.max_splits, "strategy": self.strategy,
-                "skipped_similar": self.skipped, "dropped_at_cap": self.dropped,
-                "truncated": self.truncated}  # fmt: skip
+        return {
+            "budget": self.budget,
+            "max_splits": self.max_splits,
+            "strategy": self.strategy,
+            "skipped_similar": self.skipped,
+            "dropped_at_cap": self.dropped,
+            "truncated": self.truncated,
+        }
 
     def _header(self, ev: Evidence) -> str:
-        return r.doc_header(self.names.get(ev.doc_id, "D?"), self.docs.get(ev.doc_id),
-                            ev.paragraph.page, ev.doc_id)  # fmt: skip
+        name = self.names.get(ev.doc_id, "D?")
+        return r.doc_header(name, self.docs.get(ev.doc_id), ev.paragraph.page, ev.doc_id)
 
     def _fit(self, label: int, text: str, room: int) -> tuple[str, int]:
         """The longest word prefix of the paragraph whose line costs ≤ ``room`` tokens."""
@@ -160,6 +163,8 @@ class Splitter:
         return line, self.count(line)
 
     def __iter__(self) -> Iterator[Split]:
+        """Split ``tokens`` is the sum of each rendered line's count (headers included)."""
+        self.skipped, self.dropped, self.truncated = [], [], []
         similar = _SimilarityIndex()
         parts: list[str] = []
         items: list[tuple[int, Evidence]] = []
@@ -273,8 +278,15 @@ class MapReduce:
         answer_prompt = r.example_messages(load("answer"))
         reserve = max(cfg.answer_tokens, cfg.mapper_tokens)
         budget = self._budget([*answer_prompt, ChatMessage("user", request(""))], reserve)
-        cut = splitter(labelled, budget, self.llm.count_tokens, cfg.max_splits, cfg.truncation,
-                       cfg.similar_threshold, docs)  # fmt: skip
+        cut = splitter(
+            labelled,
+            budget,
+            self.llm.count_tokens,
+            cfg.max_splits,
+            cfg.truncation,
+            cfg.similar_threshold,
+            docs,
+        )
         splits = iter(cut)
         first, second = next(splits, None), next(splits, None)
         if first is None:  # everything was skipped (cannot happen with a non-empty list)
@@ -282,6 +294,7 @@ class MapReduce:
             return
         if second is None:
             trace.update(path="direct", splits=[first.trace()], splitting=cut.report())
+            trace["reducer"] = {"direct": True}  # one call answers: no mappers, no merging
             messages = [*answer_prompt, ChatMessage("user", request(first.text))]
             async for text in self._stream(messages, cfg.answer_tokens, trace["reducer"], t0):
                 yield text
@@ -300,13 +313,19 @@ class MapReduce:
                 messages = [*mapper_prompt, ChatMessage("user", request(split.text))]
                 params = SamplingParams(temperature=0.0, max_tokens=cfg.mapper_tokens, seed=0)
                 out = await complete(self.llm, messages, params)
-            notes, invented = keep_known_labels(out.text.strip(), split.labels)
-            return {"split": split.index, "output": notes, "empty": is_empty_note(notes),
-                    "invented_labels": invented, "finish_reason": out.finish_reason,
-                    "prompt_tokens": out.usage.prompt_tokens,
-                    "completion_tokens": out.usage.completion_tokens,
-                    "start_s": round(start - t0, 4),
-                    "end_s": round(time.perf_counter() - t0, 4)}  # fmt: skip
+            text = _PARTIAL_MARKER.sub("", out.text.strip())  # cut off by max_tokens
+            notes, invented = keep_known_labels(text, split.labels)
+            return {
+                "split": split.index,
+                "output": notes,
+                "empty": is_empty_note(notes),
+                "invented_labels": invented,
+                "finish_reason": out.finish_reason,
+                "prompt_tokens": out.usage.prompt_tokens,
+                "completion_tokens": out.usage.completion_tokens,
+                "start_s": round(start - t0, 4),
+                "end_s": round(time.perf_counter() - t0, 4),
+            }
 
         try:
             for split in itertools.chain((first, second), splits):  # cut while mappers run
@@ -335,8 +354,11 @@ class MapReduce:
             trace["reducer"] = {"input": user, "parts": [p[0] for p in parts]}
             async for text in self._stream(messages, cfg.answer_tokens, trace["reducer"], t0):
                 yield text
-        trace["timings"] = {"split_s": round(split_s, 4), "map_s": round(map_s, 4),
-                            "total_s": round(time.perf_counter() - t0, 4)}  # fmt: skip
+        trace["timings"] = {
+            "split_s": round(split_s, 4),
+            "map_s": round(map_s, 4),
+            "total_s": round(time.perf_counter() - t0, 4),
+        }
 
     async def _stream(
         self, messages: list[ChatMessage], max_tokens: int, info: dict[str, Any], t0: float
@@ -348,6 +370,8 @@ class MapReduce:
                 info.setdefault("first_token_s", round(time.perf_counter() - t0, 4))
                 yield delta.text
             if delta.usage is not None:
-                info.update(prompt_tokens=delta.usage.prompt_tokens,
-                            completion_tokens=delta.usage.completion_tokens,
-                            finish_reason=delta.finish_reason)  # fmt: skip
+                info.update(
+                    prompt_tokens=delta.usage.prompt_tokens,
+                    completion_tokens=delta.usage.completion_tokens,
+                    finish_reason=delta.finish_reason,
+                )

@@ -120,6 +120,7 @@ class BriefingAgent:
     async def run(
         self, view: SessionView, query: str, history: Sequence[Turn]
     ) -> AsyncIterator[AgentEvent]:
+        """``TextDelta`` events as sentences become final, then one ``Done``."""
         cfg, t0 = self.config, time.perf_counter()
         timings: dict[str, float] = {}
 
@@ -130,15 +131,16 @@ class BriefingAgent:
 
         llm = MeteredLLM(self.llm)
         docs = view.documents()
-        rw, rw_trace = await rewrite_traced(llm, query, history, cfg)
-        t = lap("rewrite_s", t0)
-        trace: dict[str, Any] = {"rewrite": asdict(rw) | rw_trace}
-        if not docs:
+        if not docs:  # nothing to search: no LLM call at all
+            rw = Rewrite(query, query, skipped_llm=True)
+            trace: dict[str, Any] = {"rewrite": asdict(rw), "operations": [], "timings": timings}
             yield TextDelta(NO_DOCUMENTS)
             timings["total_s"] = round(time.perf_counter() - t0, 4)
-            trace |= {"operations": [], "timings": timings}
             yield Done(NO_DOCUMENTS, [], [], rw, trace, llm.usage)
             return
+        rw, rw_trace = await rewrite_traced(llm, query, history, cfg)
+        t = lap("rewrite_s", t0)
+        trace = {"rewrite": asdict(rw) | rw_trace}
         operations, plan_trace = await plan(llm, rw, docs, cfg)
         t = lap("plan_s", t)
         contexts = await self.context_builder(view, cfg).build(operations) if operations else []

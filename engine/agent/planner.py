@@ -58,7 +58,11 @@ def render_documents(docs: Sequence[DocumentInfo | Mapping[str, Any]]) -> str:
         line = f"{handle(i)}: {title} ({_field(doc, 'kind')}, {_field(doc, 'filename')})"
         if description := _field(doc, "description"):
             words = description.split()
-            line += ": " + " ".join(words[:DESCRIPTION_WORDS]) + ("…" if len(words) > 30 else "")
+            line += (
+                ": "
+                + " ".join(words[:DESCRIPTION_WORDS])
+                + ("…" if len(words) > DESCRIPTION_WORDS else "")
+            )
         lines.append(line)
     return "\n".join(lines)
 

@@ -3,8 +3,11 @@
 Why: planning and retrieval see a single query, so "how accurate is it?" must become "how
 accurate is DPR?". Most questions are self-contained, and an LLM call costs seconds on a CPU, so a
 cheap cue check (pronouns, demonstratives, ellipsis openers, very short follow-ups) decides first
-whether there is anything to resolve. The LLM output is JSON-schema constrained at temperature 0
-and then checked; anything doubtful (empty, far too long, an answer instead of a question, the
+whether there is anything to resolve. The LLM output is JSON-schema constrained at temperature 0:
+the relevant turns, what the pronoun refers to, then the query. The 0.5B model names the referent
+far more reliably than it rewrites the sentence, so when it leaves the pronoun in place we
+substitute the referent ourselves (only a short phrase taken from the conversation). The result
+is then checked; anything doubtful (empty, far too long, an answer instead of a question, the
 question's own words lost) falls back to the original, which is always kept next to the rewrite.
 """
 
@@ -27,7 +30,7 @@ _CUE_WORDS = re.compile(
     re.IGNORECASE,
 )
 _CUE_PHRASES = re.compile(
-    r"\bthe (first|second|third|fourth|fifth|last|next|previous|other) (one|ones)?\b"
+    r"\bthe (first|second|third|fourth|fifth|last|next|previous|other)( ones?)?\b"
     r"|^\s*(and|or|but|so|what about|how about|same for|why|how come|then|more)\b",
     re.IGNORECASE,
 )
@@ -41,6 +44,10 @@ _NOT_CONTENT = frozenset(
     "where why how is are was were do does did can could should would will has have had may might "
     "must it its they them their this that these those there same also too more then again please "
     "tell me about".split()
+)
+_REPLACEABLE = re.compile(
+    r"\b(the (first|second|third|fourth|last|other) one|this one|that one|it|its|they|them|their)\b",
+    re.IGNORECASE,
 )
 SHORT_FOLLOW_UP = 3  # words: "Why?", "In 2021?", "Top-100 accuracy?"
 
@@ -69,19 +76,34 @@ def render_request(turns: Sequence[Turn | dict[str, str]], question: str) -> str
         searched = [] if isinstance(turn, dict) else [o.query for o in turn.operations if o.query]
         if searched:
             lines.append("Searched: " + "; ".join(dict.fromkeys(searched)))
-    return "\n".join(lines) + f"\n\nLast question: {question}"
+    return "\n".join(lines) + f"\n\nLast question: {question}\n{_hint(question)}"
+
+
+def _hint(question: str) -> str:
+    """Name what to resolve: a small model follows a concrete pointer better than a rule."""
+    cues = [m.group(0) for m in _CUE_WORDS.finditer(question)]
+    cues += [m.group(0) for m in _CUE_PHRASES.finditer(question) if m.group(0).startswith("the ")]
+    todo = [", ".join(f'"{c}"' for c in dict.fromkeys(cues))] if cues else []
+    short = len(_WORDS.findall(question)) <= SHORT_FOLLOW_UP
+    opener = any(not m.group(0).startswith("the ") for m in _CUE_PHRASES.finditer(question))
+    if short or opener:
+        todo.append("complete the short question")
+    return "Resolve: " + "; ".join(todo)
 
 
 def schema(n_turns: int) -> dict[str, Any]:
-    """Turn numbers are an enum, so the model cannot name a turn that does not exist."""
+    """Turn numbers are an enum, so the model cannot name a turn that does not exist.
+    ``refers_to`` (what the pronoun means) comes before ``query``: naming the referent first
+    is a step a small model gets right more often, and lets us substitute it ourselves."""
     turns = {"type": "integer", "enum": list(range(1, n_turns + 1))}
     return {
         "type": "object",
         "properties": {
             "relevant_turns": {"type": "array", "items": turns, "maxItems": n_turns},
+            "refers_to": {"type": "string", "maxLength": 100},
             "query": {"type": "string", "maxLength": 300},
         },
-        "required": ["relevant_turns", "query"],
+        "required": ["relevant_turns", "refers_to", "query"],
         "additionalProperties": False,
     }
 
@@ -91,10 +113,32 @@ def messages_for(turns: Sequence[Turn], query: str) -> list[ChatMessage]:
     messages = [ChatMessage("system", prompt.system)]
     for ex in prompt.examples:
         messages.append(ChatMessage("user", render_request(ex["turns"], ex["question"])))
-        answer = {"relevant_turns": ex["relevant_turns"], "query": ex["query"]}
+        answer = {k: ex[k] for k in ("relevant_turns", "refers_to", "query")}
         messages.append(ChatMessage("assistant", json.dumps(answer)))
     messages.append(ChatMessage("user", render_request(turns, query)))
     return messages
+
+
+def substitute(question: str, referent: str) -> str | None:
+    """``question`` with its first pronoun replaced by ``referent`` (possessive for its/their);
+    None when there is no pronoun we can safely replace."""
+    m = _REPLACEABLE.search(question)
+    if m is None:
+        return None
+    possessive = m.group(0).lower() in ("its", "their")
+    return question[: m.start()] + referent + ("'s" if possessive else "") + question[m.end() :]
+
+
+def _usable_referent(referent: str, query: str, turns: Sequence[Turn]) -> bool:
+    """A short phrase taken from the conversation, not a pronoun, not already in the query."""
+    words = _content_words(referent)
+    seen = _content_words(" ".join(f"{t.user} {t.assistant}" for t in turns))
+    return (
+        0 < len(_WORDS.findall(referent)) <= 8
+        and bool(words)
+        and len(words & seen) * 2 >= len(words)
+        and not words <= _content_words(query)
+    )
 
 
 def _question_shaped(text: str) -> bool:
@@ -113,11 +157,11 @@ def rejection(candidate: str, query: str, history: Sequence[Turn]) -> str | None
     n_query = len(_WORDS.findall(query))
     if len(_WORDS.findall(candidate)) > max(40, 3 * n_query + 20):
         return "too long"
-    if _question_shaped(query) and not _question_shaped(candidate):
-        return "not a question (an answer?)"
-    low = candidate.lower()
+    low = candidate.lower().rstrip("?. ")
     if any(len(low) > 20 and low in t.assistant.lower() for t in history):
         return "copied from an answer"
+    if _question_shaped(query) and not _question_shaped(candidate):
+        return "not a question (an answer?)"
     wanted = _content_words(query)
     if wanted and len(wanted & _content_words(candidate)) * 2 < len(wanted):
         return "lost the question's words"
@@ -141,10 +185,18 @@ async def rewrite_traced(
     try:
         data = json.loads(out.text)
         candidate = " ".join(str(data["query"]).split()).strip("\"' ")
+        referent = " ".join(str(data.get("refers_to") or "").split()).strip("\"'.?! ")
         numbers = [n for n in data.get("relevant_turns", []) if isinstance(n, int)]
     except (ValueError, KeyError, TypeError) as exc:
         trace["fallback"] = f"unparsable output ({type(exc).__name__})"
         return Rewrite(query, query), trace
+    # The model named the referent but left the pronoun in place: substitute it ourselves.
+    unresolved = _REPLACEABLE.search(candidate) and not (
+        _content_words(referent) <= _content_words(candidate)
+    )
+    if unresolved and _usable_referent(referent, query, window):
+        candidate = substitute(candidate, referent) or candidate
+        trace["substituted"] = referent
     if reason := rejection(candidate, query, window):
         trace["fallback"] = reason
         return Rewrite(query, query), trace

@@ -49,6 +49,11 @@ def tokenize(text: str) -> list[str]:
     return [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
 
 
+def count_terms(texts: Sequence[str]) -> list[Counter[str]]:
+    """Term counts of each text, the input of ``BM25Index.add_counted``."""
+    return [Counter(tokenize(t)) for t in texts]
+
+
 class _Postings:
     __slots__ = ("labels", "tfs", "cache")
 
@@ -89,7 +94,11 @@ class BM25Index:
         return len(self._docs)
 
     def add(self, labels: Sequence[int], texts: Sequence[str]) -> None:
-        counted = [Counter(tokenize(t)) for t in texts]  # outside the lock: the slow part
+        self.add_counted(labels, count_terms(texts))
+
+    def add_counted(self, labels: Sequence[int], counted: Sequence[Counter[str]]) -> None:
+        """``add`` with texts already turned into term counts by ``count_terms`` (the slow
+        part, which callers can then run outside their own locks)."""
         with self._lock:
             for label, counts in zip((int(x) for x in labels), counted, strict=True):
                 if label in self._docs:

@@ -16,13 +16,14 @@ can run in different threads.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.errors import InvalidRequest
-from engine.index.bm25 import BM25Index
+from engine.index.bm25 import BM25Index, count_terms
 from engine.index.dense import DenseIndex
 from engine.ingest.document import Chunk
 
@@ -75,12 +76,12 @@ class _Level:
         self.bm25 = BM25Index(backend=bm25_backend)
         self.dense = DenseIndex(dim, backend=dense_backend, hnsw_threshold=hnsw_threshold)
 
-    def add(self, chunks: Sequence[Chunk]) -> list[int]:
+    def add(self, chunks: Sequence[Chunk], counted: Sequence[Counter[str]]) -> list[int]:
         labels = list(range(len(self.chunks), len(self.chunks) + len(chunks)))
         self.chunks.extend(chunks)
         self.embedded = np.concatenate([self.embedded, np.zeros(len(chunks), dtype=bool)])
         self.slot.update((c.key, lb) for c, lb in zip(chunks, labels, strict=True))
-        self.bm25.add(labels, [c.text for c in chunks])
+        self.bm25.add_counted(labels, counted)
         return labels
 
     def remove(self, labels: Sequence[int]) -> None:
@@ -115,12 +116,14 @@ class SessionIndex:
 
     # --- documents ---
     def add_document(self, doc_id: str, chunks: Mapping[str, Sequence[Chunk]]) -> None:
-        """Add a document's chunks (all levels); searchable by BM25 at once."""
+        """Add a document's chunks (all levels); searchable by BM25 at once. Tokenising runs
+        before taking the lock, so searches are not held up by a large document."""
+        counted = {name: count_terms([c.text for c in cs]) for name, cs in chunks.items()}
         with self._lock:
             if doc_id in self._docs:
                 self.remove_document(doc_id)
             self._docs[doc_id] = {
-                name: self._level(name).add(list(level_chunks))
+                name: self._level(name).add(list(level_chunks), counted[name])
                 for name, level_chunks in chunks.items()
             }
 

@@ -26,6 +26,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 _HEADING_KINDS = ("heading", "title")
 
 CountTokens = Callable[[str], int]
+CountMany = Callable[[list[str]], list[int]]
 
 
 def whitespace_tokens(text: str) -> int:
@@ -38,18 +39,32 @@ def build_chunks(
     paragraphs: Sequence[Paragraph],
     count_tokens: CountTokens,
     levels: dict[str, int] | None = None,
+    *,
+    count_batch: Callable[[list[str]], list[int]] | None = None,
 ) -> dict[str, list[Chunk]]:
     """Chunks of one document for every level, e.g. ``{"small": [...], "large": [...]}``.
 
-    Each paragraph is counted once and the counts are shared by all levels.
+    Each paragraph is counted once and the counts are shared by all levels; ``count_batch``
+    (e.g. a fast tokenizer's ``encode_batch``) counts all paragraphs, and the pieces of an
+    oversize paragraph, in one call each instead of one call per text.
     """
     levels = dict(DEFAULT_LEVELS if levels is None else levels)
     for name, budget in levels.items():
         if budget < 8:
             raise ValueError(f"token budget of level '{name}' is too small: {budget}")
-    counts = [count_tokens(p.text) for p in paragraphs]
+    memo: dict[str, int] = {}  # pieces of oversize paragraphs are counted once for all levels
+
+    def count_many(texts: list[str]) -> list[int]:
+        todo = [t for t in dict.fromkeys(texts) if t not in memo]
+        if todo:
+            counts = count_batch(todo) if count_batch else [count_tokens(t) for t in todo]
+            memo.update(zip(todo, counts, strict=True))
+        return [memo[t] for t in texts]
+
+    texts = [p.text for p in paragraphs]
+    counts = list(count_batch(texts)) if count_batch else [count_tokens(t) for t in texts]
     return {
-        name: _pack(doc_id, name, paragraphs, counts, budget, count_tokens)
+        name: _pack(doc_id, name, paragraphs, counts, budget, count_many)
         for name, budget in levels.items()
     }
 
@@ -60,7 +75,7 @@ def _pack(
     paragraphs: Sequence[Paragraph],
     counts: Sequence[int],
     budget: int,
-    count_tokens: CountTokens,
+    count_many: CountMany,
 ) -> list[Chunk]:
     chunks: list[Chunk] = []
 
@@ -86,7 +101,7 @@ def _pack(
         if n > budget:
             emit(current)
             current, used = [], 0
-            for piece, pn in split_text(para.text, n, budget, count_tokens):
+            for piece, pn in split_text(para.text, n, budget, count_many):
                 chunks.append(
                     Chunk(doc_id, level, len(chunks), para.id, para.id, piece, para.page, pn)
                 )
@@ -110,36 +125,33 @@ def _pack(
 
 
 def split_text(
-    text: str, n_tokens: int, budget: int, count_tokens: CountTokens
+    text: str, n_tokens: int, budget: int, count_many: CountMany
 ) -> list[tuple[str, int]]:
     """Split one oversize text into pieces of at most ``budget`` tokens (approximately, for
     single words longer than the budget), preferring line, then sentence, then word boundaries.
+    ``count_many`` counts a list of texts in one call.
     """
     if n_tokens <= budget:
         return [(text, n_tokens)]
     units: list[tuple[str, str, int]] = []  # (text, separator before it, tokens)
-    for line in text.split("\n"):
-        if not line.strip():
-            continue
-        line_n = count_tokens(line)
+    lines = [line for line in text.split("\n") if line.strip()]
+    for line, line_n in zip(lines, count_many(lines), strict=True):
         if line_n <= budget:
             units.append((line, "\n", line_n))
             continue
-        first = True
-        for sentence in _SENTENCE_END.split(line):
-            sep = "\n" if first else " "
-            first = False
-            s_n = count_tokens(sentence)
+        sentences = _SENTENCE_END.split(line)
+        for j, (sentence, s_n) in enumerate(zip(sentences, count_many(sentences), strict=True)):
+            sep = "\n" if j == 0 else " "
             if s_n <= budget:
                 units.append((sentence, sep, s_n))
             else:
-                for i, w in enumerate(_split_words(sentence, s_n, budget, count_tokens)):
+                for i, w in enumerate(_split_words(sentence, s_n, budget, count_many)):
                     units.append((w[0], sep if i == 0 else " ", w[1]))
     return _greedy(units, budget)
 
 
 def _split_words(
-    text: str, n_tokens: int, budget: int, count_tokens: CountTokens
+    text: str, n_tokens: int, budget: int, count_many: CountMany
 ) -> Iterable[tuple[str, int]]:
     """Windows of words sized from the text's tokens-per-word ratio, re-counted to be sure."""
     words = text.split()
@@ -149,7 +161,7 @@ def _split_words(
         size = per_window
         while True:
             piece = " ".join(words[i : i + size])
-            n = count_tokens(piece)
+            n = count_many([piece])[0]
             if n <= budget or size == 1:
                 break
             size = max(1, int(size * 0.8))

@@ -6,10 +6,12 @@
   torch), then ``paragraphs.from_docling``;
 - TXT: blank-line separated blocks.
 
-docling's import and converter set-up take seconds, so ``DoclingConverters`` builds converters
-lazily and keeps them; hold one per process (the session store does) and pass it in. Every
-failure to read a file is a ``ConversionError`` (400, kind "invalid_request") whose message is
-the reason, e.g. "encrypted" or "no text layer; OCR not enabled".
+docling is imported lazily (2-6 s once per process; call ``DoclingConverters.warmup()`` at
+start-up to pay it before the first upload). ``DoclingConverters`` holds the loaded backends and
+the optional full-PDF converter; passing one to ``parse`` is optional (a new one is cheap once
+docling is imported) but keeps the full-PDF pipeline's models loaded. Every failure to read a
+file is a ``ConversionError`` (400, kind "invalid_request") whose message is the reason, e.g.
+"encrypted" or "no text layer; OCR not enabled".
 """
 
 from __future__ import annotations
@@ -52,8 +54,21 @@ class DoclingConverters:
         self._pdf_error: BackendUnavailable | None = None
 
     def warmup(self) -> None:
-        """Import docling now (about 2-6 s here) instead of on the first upload."""
-        self.backends()
+        """Import docling now (about 2-6 s here) instead of on the first upload, and convert a
+        tiny HTML page: the HTML backend compiles a CSS selector (~1 s) on first use."""
+        backends = self.backends()
+        fmt, backend_cls, options = backends["html"]
+        (input_cls,) = backends["_input"]
+        page = b"<html><head><title>w</title></head><body><p>warm up</p></body></html>"
+        doc = input_cls(
+            path_or_stream=io.BytesIO(page),
+            format=fmt,
+            backend=backend_cls,
+            backend_options=options,
+            filename="warmup.html",
+        )
+        doc._backend.convert()
+        doc._backend.unload()
 
     def backends(self) -> dict[str, tuple]:
         """kind -> (InputFormat, backend class, backend options), plus InputDocument."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from engine.encoder.base import Encoder
 from engine.errors import EngineError, TooLarge, UnsupportedMedia
 from engine.ingest.chunking import DEFAULT_LEVELS, build_chunks
+from engine.ingest.convert import DocumentParser
 from engine.ingest.detect import detect_kind
 from engine.ingest.fetch import FetchLimits, fetch_url
 from engine.ingest.metadata import describe
@@ -64,7 +65,20 @@ class Ingestor:
         self.llm = llm
         self.count_tokens = count_tokens
         self.options = options or IngestOptions()
+        self.parser = DocumentParser(pdf_backend=self.options.pdf_backend)
         self._background: set[asyncio.Task] = set()
+
+    def warmup(self) -> None:
+        """Import docling and prime its converters off the event loop, so the first upload does
+        not pay several seconds of imports (time-to-queryable)."""
+
+        async def run() -> None:
+            try:
+                await asyncio.to_thread(self.parser.converters.warmup)
+            except Exception as exc:  # an upload will report the real error
+                log.warning("docling warm-up failed: %s", exc)
+
+        self._spawn(run())
 
     # intake ------------------------------------------------------------------------------
     def add_bytes(
@@ -85,8 +99,6 @@ class Ingestor:
 
     # pipeline ----------------------------------------------------------------------------
     async def __call__(self, session: Session, sf: SessionFile) -> None:
-        from engine.ingest.convert import parse
-
         t0 = time.perf_counter()
         st = sf.stages
 
@@ -96,11 +108,7 @@ class Ingestor:
         st["stage"] = "parsing"
         try:
             doc = await asyncio.to_thread(
-                parse,
-                sf.file.data,
-                sf.file.filename,
-                kind=sf.file.kind,
-                pdf_backend=self.options.pdf_backend,
+                self.parser.parse, sf.file.data, sf.file.filename, kind=sf.file.kind
             )
         except UnsupportedMedia as exc:
             sf.fail("unsupported_file", exc.message)

@@ -119,7 +119,7 @@ async def retrieve_batch(vs_id: str, batch_id: str, ctx: Ctx) -> FileBatchObject
     return ctx.batches.get(ctx.sessions.get(vs_id), batch_id)
 
 
-@router.post("/{vs_id}/search", response_model=SearchPage, **EXCL)
+@router.post("/{vs_id}/search", response_model=SearchPage)
 async def search(vs_id: str, req: SearchRequest, ctx: Ctx) -> SearchPage:
     return await ctx.session_service.search(vs_id, req)
 

@@ -21,6 +21,14 @@ def upload(client, vs_id: str, path: Path):
         )
 
 
+FORMATS = [
+    "documents/unstructured/pdf/multi-column.pdf",
+    "documents/docling/docx/word_sample.docx",
+    "documents/docling/pptx/powerpoint_sample.pptx",
+    "documents/unstructured/html/example-10k-1p.html",
+]
+
+
 @pytest.fixture
 def store(client):
     vs = client.vector_stores.create(name="test session")
@@ -31,48 +39,66 @@ def store(client):
         pass
 
 
-def first_paragraph(live_server, vs_id: str, file_id: str, min_words: int = 6) -> dict:
+@pytest.fixture(scope="module")
+def formats_store(client, corpus):
+    """One session holding a PDF, a DOCX, a PPTX and an HTML file, each uploaded and polled."""
+    vs = client.vector_stores.create(name="formats")
+    files = {rel: upload(client, vs.id, corpus / rel) for rel in FORMATS}
+    yield vs, files
+    client.vector_stores.delete(vs.id)
+
+
+def paragraphs(live_server, vs_id: str, file_id: str) -> list[dict]:
     r = httpx.get(f"{live_server.base_url}/v1/vector_stores/{vs_id}/files/{file_id}/content")
     r.raise_for_status()
-    for p in r.json()["data"]:
-        if len(p["text"].split()) >= min_words:
-            return p
-    raise AssertionError("no paragraph long enough")
+    return r.json()["data"]
 
 
-@pytest.mark.parametrize(
-    "rel",
-    [
-        "documents/unstructured/pdf/multi-column.pdf",
-        "documents/docling/docx/word_sample.docx",
-        "documents/docling/pptx/powerpoint_sample.pptx",
-        "documents/unstructured/html/example-10k-1p.html",
-    ],
-)
-def test_upload_and_search_each_format(client, live_server, store, corpus, rel):
-    f = upload(client, store.id, corpus / rel)
+@pytest.mark.parametrize("rel", FORMATS)
+def test_upload_and_search_each_format(client, live_server, formats_store, rel):
+    vs, files = formats_store
+    f = files[rel]
     assert f.status == "completed", f.last_error
-    para = first_paragraph(live_server, store.id, f.id)
+    paras = [p for p in paragraphs(live_server, vs.id, f.id) if len(p["text"].split()) >= 6]
+    para = paras[len(paras) // 2]  # a paragraph from the middle of the document
     phrase = " ".join(para["text"].split()[:12])
-    res = client.vector_stores.search(vector_store_id=store.id, query=phrase, max_num_results=5)
-    hits = res.data
-    assert hits, "no results"
-    top = hits[0]
-    assert top.file_id == f.id and top.filename == Path(rel).name
-    extra = top.model_extra or {}
-    assert para["paragraph"] in extra["paragraphs"]
-    assert extra["page"] == para["page"]
-    assert " ".join(para["text"].split()[:6]) in " ".join(top.content[0].text.split())
-    assert 0 <= top.score <= 1
+    res = client.vector_stores.search(vector_store_id=vs.id, query=phrase, max_num_results=5)
+    assert res.data, "no results"
+    assert res.data[0].file_id == f.id and res.data[0].filename == Path(rel).name
+    # the paragraph is in one of the top 3 chunks, which carries its page
+    hit = next(h for h in res.data[:3] if para["paragraph"] in h.model_extra["paragraphs"])
+    by_id = {p["paragraph"]: p for p in paragraphs(live_server, vs.id, f.id)}
+    assert hit.model_extra["page"] == by_id[hit.model_extra["paragraphs"][0]]["page"]
+    assert para["page"] in {by_id[i]["page"] for i in hit.model_extra["paragraphs"]}
+    assert " ".join(para["text"].split()[:6]) in " ".join(hit.content[0].text.split())
+    assert all(0 <= h.score <= 1 for h in res.data)
 
 
-def test_known_phrase_lands_on_its_page(client, store, corpus):
-    f = upload(client, store.id, corpus / "documents/unstructured/pdf/multi-column.pdf")
-    assert f.status == "completed"
+def test_pdf_phrase_lands_on_its_page(client, formats_store):
+    vs, files = formats_store
+    dpr = files[FORMATS[0]]
     res = client.vector_stores.search(
-        vector_store_id=store.id, query="Dense Passage Retrieval for Open-Domain Question Answering"
+        vector_store_id=vs.id,
+        query="Dense Passage Retrieval for Open-Domain Question Answering",
+        extra_body={"file_ids": [dpr.id]},
     )
     assert res.data[0].model_extra["page"] == 1
+    res = client.vector_stores.search(
+        vector_store_id=vs.id,
+        query="in-batch negatives",
+        extra_body={"file_ids": [dpr.id]},
+        max_num_results=3,
+    )
+    assert 3 in {h.model_extra["page"] for h in res.data}
+
+
+def test_file_status_reports_stages_and_metadata(client, formats_store):
+    vs, files = formats_store
+    f = client.vector_stores.files.retrieve(vector_store_id=vs.id, file_id=files[FORMATS[0]].id)
+    stages, doc = f.model_extra["stages"], f.model_extra["document"]
+    assert stages["embedded"] == stages["to_embed"] > 10
+    assert 0 < stages["queryable_s"] <= stages["completed_s"]
+    assert doc["kind"] == "pdf" and doc["pages"] == 13 and doc["paragraphs"] > 100
 
 
 def test_broken_files_fail_clearly_and_spoil_nothing(client, store, corpus):
@@ -88,7 +114,7 @@ def test_broken_files_fail_clearly_and_spoil_nothing(client, store, corpus):
     assert res.data and all(h.file_id == good.id for h in res.data)
 
 
-def test_unsupported_and_oversize_uploads(client, live_server, tmp_path):
+def test_unsupported_upload_is_415(client, live_server, tmp_path):
     exe = tmp_path / "tool.bin"
     exe.write_bytes(b"\x7fELF" + bytes(range(256)) * 8)
     with pytest.raises(openai.APIStatusError) as e:
@@ -97,11 +123,12 @@ def test_unsupported_and_oversize_uploads(client, live_server, tmp_path):
 
 
 def test_sessions_are_isolated_and_delete_frees_everything(client, live_server, corpus):
+    before = httpx.get(live_server.base_url + "/stats").json()
     a = client.vector_stores.create(name="a")
     b = client.vector_stores.create(name="b")
     fa = upload(client, a.id, corpus / "documents/docling/pdf/multi_page.pdf")
-    fb = upload(client, b.id, corpus / "documents/unstructured/pdf/multi-column.pdf")
-    ra = client.vector_stores.search(vector_store_id=a.id, query="passage retrieval question")
+    fb = upload(client, b.id, corpus / "documents/unstructured/pdf/reliance.pdf")
+    ra = client.vector_stores.search(vector_store_id=a.id, query="annual report revenue")
     assert all(h.file_id == fa.id for h in ra.data)
     rb = client.vector_stores.search(vector_store_id=b.id, query="word processor")
     assert all(h.file_id == fb.id for h in rb.data)
@@ -120,7 +147,7 @@ def test_sessions_are_isolated_and_delete_frees_everything(client, live_server, 
     assert client.vector_stores.retrieve(b.id).file_counts.completed == 1
     client.vector_stores.delete(b.id)
     stats = httpx.get(live_server.base_url + "/stats").json()
-    assert stats["sessions"] == 0 and stats["files"] == 0 and stats["file_bytes"] == 0
+    assert stats == before  # sessions, files, bytes, chunks and vectors all given back
 
 
 class _Pages(http.server.SimpleHTTPRequestHandler):

@@ -49,7 +49,7 @@ def test_oversize_paragraph_is_split_but_keeps_its_id():
 
 def test_single_huge_sentence_splits_on_words():
     text = " ".join(["word"] * 1000)
-    pieces = split_text(text, 1000, 100, whitespace_tokens)
+    pieces = split_text(text, 1000, 100, lambda ts: [whitespace_tokens(t) for t in ts])
     assert all(n <= 100 for _, n in pieces)
     assert sum(n for _, n in pieces) == 1000
 
@@ -77,3 +77,16 @@ def test_heading_that_cannot_join_its_body_stays_behind():
     ps = paras((10, "text"), (3, "heading"), (40, "text"))
     cs = build_chunks("d", ps, whitespace_tokens, {"small": 50})["small"]
     assert [(c.start, c.end) for c in cs] == [(0, 0), (1, 2)]
+
+
+def test_batch_counter_gives_the_same_chunks():
+    ps = paras(*[(30, "text")] * 9)
+    one = build_chunks("d", ps, whitespace_tokens)
+    calls = []
+
+    def batch(texts: list[str]) -> list[int]:
+        calls.append(len(texts))
+        return [whitespace_tokens(t) for t in texts]
+
+    assert build_chunks("d", ps, whitespace_tokens, count_batch=batch) == one
+    assert calls == [9]

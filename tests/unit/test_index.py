@@ -131,6 +131,8 @@ def test_session_index_hybrid_partial_embedding_and_removal():
     small_b = idx.chunks("doc-b", "small")
     assert idx.add_vectors(small_b, fake_embed([c.text for c in small_b])) == 3
     assert {c.doc_id for c in idx.unembedded(level="small")} == {"doc-a"}
+    assert idx.vector(small_b[0]) is not None and idx.vector(small_b[0].key) is not None
+    assert idx.vector(idx.chunks("doc-a", "small")[0]) is None  # not embedded yet
     q = "ducks swim"
     hits = idx.search(q, fake_embed([q])[0], k=6)
     dense = [h for h in hits if h.dense_rank is not None]
@@ -154,6 +156,7 @@ def test_session_index_hybrid_partial_embedding_and_removal():
     assert idx.remove_document("doc-b")
     assert all(h.doc_id == "doc-a" for h in idx.search(q, fake_embed([q])[0], k=6))
     assert idx.add_vectors(small_b, fake_embed([c.text for c in small_b])) == 0
+    assert idx.vector(small_b[0]) is None
     assert idx.chunk("doc-b", "small", 1) is None
     assert not idx.remove_document("doc-b")
     assert idx.documents() == ["doc-a"]

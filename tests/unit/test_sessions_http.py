@@ -35,7 +35,7 @@ def upload(http, data: bytes, name: str, purpose: str = "assistants"):
     )
 
 
-def wait_done(http, vs_id: str, file_id: str, timeout: float = 30.0) -> dict:
+def wait_done(http, vs_id: str, file_id: str, timeout: float = 180.0) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         f = http.get(f"/v1/vector_stores/{vs_id}/files/{file_id}").json()

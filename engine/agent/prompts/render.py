@@ -108,10 +108,15 @@ def notes_block(parts: Sequence[tuple[int, str, str]]) -> str:
 # -- in-context examples ---------------------------------------------------------------------
 def _example_docs(ex: Mapping[str, Any]) -> tuple[list[DocumentInfo], list[Operation]]:
     docs = [
-        DocumentInfo(f"example-{i}", d.get("filename", d["title"]), d["title"], d["kind"],
-                     d.get("description"))
+        DocumentInfo(
+            f"example-{i}",
+            d.get("filename", d["title"]),
+            d["title"],
+            d["kind"],
+            d.get("description"),
+        )
         for i, d in enumerate(ex["documents"])
-    ]  # fmt: skip
+    ]
     ops = [
         Operation(o["action"], docs[o["document"]].doc_id, o.get("query") or None)
         for o in ex["operations"]
@@ -128,18 +133,29 @@ def example_messages(prompt: PromptFile) -> list[ChatMessage]:
         question = question_block(ex["question"], ex["question"])
         if "parts" in ex:
             parts = [
-                (n, sources_line([(docs[s["document"]].doc_id, s["first"], s["last"])
-                                  for s in part["sources"]], by_id, names), part["notes"])
+                (
+                    n,
+                    sources_line(
+                        [
+                            (docs[s["document"]].doc_id, s["first"], s["last"])
+                            for s in part["sources"]
+                        ],
+                        by_id,
+                        names,
+                    ),
+                    part["notes"],
+                )
                 for n, part in enumerate(ex["parts"], start=1)
-            ]  # fmt: skip
+            ]
             user = reducer_request(ops, by_id, names, parts, question)
         else:
             lines = [
                 (p["label"], docs[p["document"]].doc_id, p.get("page"), p["text"])
                 for p in ex["paragraphs"]
             ]
-            user = evidence_request(ops, by_id, names, render_paragraphs(lines, by_id, names),
-                                    question)  # fmt: skip
+            user = evidence_request(
+                ops, by_id, names, render_paragraphs(lines, by_id, names), question
+            )
         messages += [ChatMessage("user", user), ChatMessage("assistant", ex["answer"].strip())]
     return messages
 
