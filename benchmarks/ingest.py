@@ -25,7 +25,6 @@ CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 KINDS = {".pdf", ".docx", ".pptx", ".html", ".md"}
 STRESS = {"DA-619p.pdf", "pdf2image-memory-error-test-400p.pdf", "handbook-872p.docx"}
 QUICK = [
-    "documents/unstructured/pdf/multi-column.pdf",
     "documents/docling/pdf/multi_page.pdf",
     "documents/unstructured/pdf/reliance.pdf",
     "documents/docling/docx/word_sample.docx",

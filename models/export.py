@@ -12,12 +12,15 @@ second run is a couple of ``stat`` calls.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from models import paths
@@ -134,18 +137,30 @@ def quantize_int8(onnx_dir: Path, *, force: bool = False, log: Log = print) -> t
     log(f"quantising to int8 (MatMul weights, {len(excluded)} FFN down-projections kept fp32) …")
     with tempfile.TemporaryDirectory(prefix="brief-quant-", dir=onnx_dir) as work:
         tmp = Path(work) / paths.ONNX_INT8
-        quantize_dynamic(
-            model_input=src,
-            model_output=tmp,
-            weight_type=QuantType.QInt8,
-            op_types_to_quantize=["MatMul"],
-            nodes_to_exclude=excluded,
-            per_channel=False,
-        )
+        with _quiet_root_logger():  # onnxruntime logs a generic "run pre-processing" warning
+            quantize_dynamic(
+                model_input=src,
+                model_output=tmp,
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul"],
+                nodes_to_exclude=excluded,
+                per_channel=False,  # per-channel scales measured at cosine ~0 here: broken
+            )
         tmp.replace(out)
     write_stamp(out, source_sha256=source_sha, size=out.stat().st_size, excluded=excluded)
     log(f"quantised {out} in {time.perf_counter() - started:.0f} s")
     return out, "built"
+
+
+@contextlib.contextmanager
+def _quiet_root_logger() -> Iterator[None]:
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
 
 
 def is_exported(onnx_dir: Path) -> bool:

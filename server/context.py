@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.encoder.base import Encoder
 from engine.agent.pipeline import BriefingAgent
+from engine.encoder.base import Encoder
 from engine.ingest.fetch import FetchLimits
 from engine.ingest.pipeline import IngestOptions, Ingestor
 from engine.llm.base import LLM

@@ -39,7 +39,10 @@ def live_server() -> Iterator[LiveServer]:
         if os.environ.get("CI"):  # CI prepares the weights first; a skip there would hide a bug
             pytest.fail("weights not prepared although CI ran `make models`")
         pytest.skip("weights not prepared: run `make models`")
-    server = LiveServer().start()
+    # Smaller generation budgets than the defaults keep a CPU test run short; the code paths
+    # are the same (the map-reduce path has its own server in test_brief_sdk.py).
+    server = LiveServer({"BRIEF_AGENT_SPLIT_TOKENS": "1000", "BRIEF_AGENT_ANSWER_TOKENS": "160"})
+    server.start()
     yield server
     server.stop()
 

@@ -30,7 +30,9 @@ from engine.errors import BackendUnavailable, EngineError, Overloaded, TooLarge
 
 log = logging.getLogger(__name__)
 
-TOKENIZE_INLINE_MAX = 16  # larger requests are tokenised in a thread, off the event loop
+TOKENIZE_INLINE_CHARS = 16_384  # larger requests are tokenised in a thread, off the event loop
+PADDING_RATIO = 2.0  # cut a batch when padded tokens would exceed this multiple of real tokens
+PADDING_FLOOR = 512  # ... unless the batch is this small anyway (per-run overhead dominates)
 
 
 class BatchObserver(Protocol):
@@ -71,23 +73,34 @@ class _Item:
 
 
 def plan_batches(
-    lengths: Sequence[int], max_batch_size: int, max_batch_tokens: int
+    lengths: Sequence[int],
+    max_batch_size: int,
+    max_batch_tokens: int,
+    max_padding: float = PADDING_RATIO,
 ) -> list[list[int]]:
     """Indices sorted by length, cut greedily so that ``len(batch) * longest <= max_batch_tokens``.
 
-    A text longer than the whole budget still forms a batch of one. The benchmark reuses this to
-    call the raw model on exactly the shapes the batcher produces.
+    A batch is also cut when padding would dominate (padded tokens > ``max_padding`` x real
+    tokens, beyond ``PADDING_FLOOR`` padded tokens): a 2-token text must not be padded to 384
+    because a long one came along. Padding costs compute, and with int8 dynamic quantisation it
+    also widens the activation range of the whole batch. A text longer than the whole budget
+    still forms a batch of one. The benchmark reuses this to feed the raw model the same shapes.
     """
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
     batches: list[list[int]] = []
     current: list[int] = []
+    real = 0
     for i in order:  # ascending, so lengths[i] is the longest of current + [i]
+        padded = lengths[i] * (len(current) + 1)
         if current and (
-            len(current) >= max_batch_size or lengths[i] * (len(current) + 1) > max_batch_tokens
+            len(current) >= max_batch_size
+            or padded > max_batch_tokens
+            or (padded > PADDING_FLOOR and padded > max_padding * (real + lengths[i]))
         ):
             batches.append(current)
-            current = []
+            current, real = [], 0
         current.append(i)
+        real += lengths[i]
     if current:
         batches.append(current)
     return batches
@@ -178,7 +191,7 @@ class BatchedEncoder:
             )
         self._check_capacity(len(texts))
         await self.start()
-        if len(texts) <= TOKENIZE_INLINE_MAX:
+        if sum(len(t) for t in texts) <= TOKENIZE_INLINE_CHARS:
             tokens = self.model.tokenize(texts)
         else:
             tokens = await asyncio.to_thread(self.model.tokenize, texts)

@@ -15,7 +15,8 @@ SYSTEM = (
     "You write one or two plain sentences describing what a document is and what it covers "
     "(its type, subject, and the main topics). No preamble, no lists, no markdown."
 )
-MAX_CONTEXT_TOKENS = 600
+MAX_CONTEXT_TOKENS = 400
+BACKGROUND = 10  # descriptions wait behind interactive chat turns
 
 
 def excerpt(doc: ParsedDocument, count_tokens, budget: int = MAX_CONTEXT_TOKENS) -> str:
@@ -40,12 +41,12 @@ def clean(text: str) -> str:
     return " ".join(sentences[:2]).strip()
 
 
-async def describe(llm: LLM, doc: ParsedDocument, max_tokens: int = 80) -> str:
+async def describe(llm: LLM, doc: ParsedDocument, max_tokens: int = 64) -> str:
     body = excerpt(doc, llm.count_tokens)
     user = f"Title: {doc.title}\nKind: {doc.kind}\nPages: {doc.pages or 'n/a'}\n\n{body}"
     out = await complete(
         llm,
         [ChatMessage("system", SYSTEM), ChatMessage("user", user)],
-        SamplingParams(temperature=0.0, max_tokens=max_tokens, seed=0),
+        SamplingParams(temperature=0.0, max_tokens=max_tokens, seed=0, priority=BACKGROUND),
     )
     return clean(out.text)

@@ -27,6 +27,7 @@ class SamplingParams:
     stop: Sequence[str] = ()
     seed: int | None = None
     json_schema: dict[str, Any] | None = None
+    priority: int = 0  # lower is served first where a backend queues; background work uses 10
 
 
 @dataclass

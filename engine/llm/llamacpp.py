@@ -2,8 +2,8 @@
 
 Why it looks like this:
 
-* One ``Llama`` object cannot run two generations at once, so requests take an ``asyncio.Lock``
-  (FIFO-fair) and at most ``max_queue`` may wait for it; the next one gets ``Overloaded`` (429).
+* One ``Llama`` object cannot run two generations at once, so requests take a ``PriorityGate``
+  (interactive before background work, FIFO within a priority) and at most ``max_queue`` may wait for it; the next one gets ``Overloaded`` (429).
 * The blocking generation runs on one dedicated worker thread; tokens reach the event loop via
   ``loop.call_soon_threadsafe`` into an ``asyncio.Queue``. When the consumer goes away
   (cancelled, client gone, generator closed) a stop flag makes the thread break the llama
@@ -37,6 +37,7 @@ from typing import Any
 
 from engine.errors import BackendUnavailable, InvalidRequest, MissingExtra, Overloaded
 from engine.llm.base import ChatMessage, Delta, SamplingParams, Usage
+from engine.llm.gate import PriorityGate
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class LlamaCppLLM:
         self._llama: Any = None
         self._formatter: Any = None
         self._executor: ThreadPoolExecutor | None = None
-        self._lock: asyncio.Lock | None = None  # made in start(), on the serving loop
+        self._lock: PriorityGate | None = None  # made in start(), on the serving loop
         self._waiting = 0
         self._current_stop: threading.Event | None = None
         self._dead: str | None = None
@@ -136,7 +137,7 @@ class LlamaCppLLM:
                 code="model_missing",
             )
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="llamacpp")
-        self._lock = asyncio.Lock()
+        self._lock = PriorityGate()
         loop = asyncio.get_running_loop()
         try:
             self._llama = await loop.run_in_executor(self._executor, self._load, llama_cpp)
@@ -261,7 +262,7 @@ class LlamaCppLLM:
             )
         self._waiting += 1
         try:
-            await lock.acquire()
+            await lock.acquire(params.priority)
         finally:
             self._waiting -= 1
         loop = asyncio.get_running_loop()

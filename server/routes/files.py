@@ -37,9 +37,7 @@ async def create_file(request: Request, ctx: Ctx) -> FileObject:
     upload = form.get("file")
     purpose = str(form.get("purpose") or "")
     if purpose not in PURPOSES:
-        raise InvalidRequest(
-            f"purpose must be one of {sorted(PURPOSES)}", param="purpose"
-        )
+        raise InvalidRequest(f"purpose must be one of {sorted(PURPOSES)}", param="purpose")
     if upload is None or isinstance(upload, str):
         url = form.get("url")
         if isinstance(url, str) and url:

@@ -199,12 +199,8 @@ class BriefService:
         self._remember(session, query, done)
         self._observe(done)
         session.touch()
-        yield chunk(
-            DeltaMessage(content="", annotations=[annotation(c) for c in done.citations])
-        )
-        yield chunk(
-            DeltaMessage(), "stop", brief_trace=done.trace if req.brief_trace else None
-        )
+        yield chunk(DeltaMessage(content="", annotations=[annotation(c) for c in done.citations]))
+        yield chunk(DeltaMessage(), "stop", brief_trace=done.trace if req.brief_trace else None)
         if include_usage:
             yield dump_chunk(
                 ChatCompletionChunk(

@@ -34,9 +34,7 @@ class EmbeddingService:
         elif not raw:
             raise InvalidRequest("input must not be empty", param="input")
         else:
-            raise InvalidRequest(
-                "token-id inputs are not supported; send strings", param="input"
-            )
+            raise InvalidRequest("token-id inputs are not supported; send strings", param="input")
         if len(texts) > MAX_INPUTS:
             raise InvalidRequest(f"at most {MAX_INPUTS} inputs per request", param="input")
         for i, t in enumerate(texts):

@@ -15,8 +15,8 @@ from engine.session.store import Session, SessionFile, SessionStore
 from server.protocol.files import FileList, FileObject
 from server.protocol.vector_stores import (
     CreateVectorStoreRequest,
-    FileBatchObject,
     ExpiresAfter,
+    FileBatchObject,
     FileCounts,
     LastError,
     ListPage,

@@ -146,5 +146,6 @@ async def test_summarize_this_document_goes_through_map_reduce(llm, corpus):
     assert trace["reducer"]["completion_tokens"] > 0
     assert done.text and done.text != NOT_FOUND
     assert any(w in done.text.lower() for w in ("swim", "lake", "duck", "eat"))
+    assert done.citations and all(c.doc_id == "file-w" for c in done.citations)
     assert trace["llm_calls"] == len(trace["splits"]) + 1  # READ needed no planner call
     assert done.usage.completion_tokens > 0

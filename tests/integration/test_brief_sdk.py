@@ -5,6 +5,7 @@ Done when)."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import httpx
@@ -13,7 +14,7 @@ import pytest
 from benchmarks.live import LiveServer
 from tests.conftest import weights_ready
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 DPR = "documents/unstructured/pdf/multi-column.pdf"
 DISTRACTORS = ["documents/docling/pdf/multi_page.pdf", "documents/unstructured/pdf/reliance.pdf"]
@@ -44,6 +45,18 @@ def chat_model(client) -> str:
 def dpr_session(client, corpus):
     vs = client.vector_stores.create(name="dpr + distractors")
     files = upload_all(client, vs.id, [corpus / DPR, *(corpus / d for d in DISTRACTORS)])
+    # The planner chooses documents by title, kind and the LLM-written description, which is
+    # generated in the background after ingestion: wait for it like a user reading the status.
+    deadline = time.monotonic() + 900
+    for f in files.values():
+        while True:
+            stages = client.vector_stores.files.retrieve(
+                vector_store_id=vs.id, file_id=f.id
+            ).model_extra["stages"]
+            if "described_s" in stages or "describe_error" in stages:
+                break
+            assert time.monotonic() < deadline, "descriptions not ready"
+            time.sleep(1)
     yield vs, files
     client.vector_stores.delete(vs.id)
 

@@ -14,6 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
+
 def upload(client, vs_id: str, path: Path):
     with path.open("rb") as fh:
         return client.vector_stores.files.upload_and_poll(
@@ -161,8 +162,9 @@ def test_url_source(client, live_server, corpus):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{srv.server_port}/unstructured/html/example-10k-1p.html"
-        created = client.post("/files", body={"url": url, "purpose": "assistants"},
-                              cast_to=openai.types.FileObject)
+        created = client.post(
+            "/files", body={"url": url, "purpose": "assistants"}, cast_to=openai.types.FileObject
+        )
         assert created.filename.endswith(".html")
         vs = client.vector_stores.create(name="url", file_ids=[created.id])
         deadline = time.monotonic() + 60
@@ -172,8 +174,11 @@ def test_url_source(client, live_server, corpus):
         f = client.vector_stores.files.retrieve(vector_store_id=vs.id, file_id=created.id)
         assert f.status == "completed", f.last_error
         with pytest.raises(openai.BadRequestError):
-            client.post("/files", body={"url": f"http://127.0.0.1:{srv.server_port}/missing"},
-                        cast_to=openai.types.FileObject)
+            client.post(
+                "/files",
+                body={"url": f"http://127.0.0.1:{srv.server_port}/missing"},
+                cast_to=openai.types.FileObject,
+            )
         client.vector_stores.delete(vs.id)
     finally:
         srv.shutdown()

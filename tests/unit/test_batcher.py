@@ -57,6 +57,14 @@ def test_plan_batches_sorts_and_respects_both_limits():
     assert [lengths[i] for i in batches[-1]] == [50]  # over budget alone: a batch of one
 
 
+def test_plan_batches_limits_padding_waste():
+    lengths = [2, 3, 4, 5, 380, 384]
+    batches = plan_batches(lengths, max_batch_size=32, max_batch_tokens=8192)
+    assert [[lengths[i] for i in b] for b in batches] == [[2, 3, 4, 5], [380, 384]]
+    small = plan_batches([2, 3, 40], max_batch_size=32, max_batch_tokens=8192)
+    assert small == [[0, 1, 2]]  # tiny batches may pad: one run beats two
+
+
 async def test_results_match_the_model_in_order(model):
     enc = BatchedEncoder(model, max_batch_size=4)
     texts = [words(n) for n in (9, 3, 5, 12, 4, 7)]
@@ -210,7 +218,7 @@ async def test_close_fails_pending_callers(model):
 
 async def test_large_request_is_tokenised_off_loop_and_split(model):
     enc = BatchedEncoder(model, max_batch_size=8, max_wait_ms=0)
-    texts = [words(3 + i % 7) for i in range(50)]
+    texts = [words(3 + i % 7) * 50 for i in range(50)]  # > TOKENIZE_INLINE_CHARS in total
     try:
         got = await enc.embed(texts)
     finally:

@@ -101,6 +101,8 @@ def test_stop_strategy_stops_at_the_cap():
     taken = [label for s in splits for label, _ in s.items]
     assert taken == list(range(1, len(taken) + 1))
     assert cut.dropped == list(range(len(taken) + 1, 21))  # listed, not silently lost
+    report = cut.report()["dropped_at_cap"]
+    assert report == {"count": 20 - len(taken), "labels": [[len(taken) + 1, 20]]}
 
 
 def test_skip_similar_skips_near_duplicates_and_reaches_further():
@@ -176,7 +178,7 @@ async def test_one_split_is_answered_by_one_direct_call():
     user = messages[-1].content
     assert "[1] Sales grew 12% in 2022.\n[2] Costs were flat." in user
     assert "Plan: READ D1" in user and "D1: Annual report (pdf): Yearly report." in user
-    assert user.endswith("Question: How did sales grow?")
+    assert user.endswith("Question: How did sales grow?\nCite the labels, like [2].")
     assert params.max_tokens == AgentConfig().answer_tokens
     assert mr.trace["path"] == "direct" and len(mr.trace["splits"]) == 1
     assert mr.trace["reducer"]["completion_tokens"] == 4

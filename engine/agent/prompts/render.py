@@ -16,6 +16,7 @@ from engine.agent.prompts import PromptFile
 from engine.agent.types import DocumentInfo, Operation
 from engine.llm.base import ChatMessage
 
+CITE = "Cite the labels, like [2]."  # the last words the model reads before answering
 TITLE_CHARS = 60
 DESCRIPTION_WORDS = 25
 
@@ -168,7 +169,7 @@ def evidence_request(
     question: str,
 ) -> str:
     """The user message of a direct answer or a mapper: task, paragraphs, then the question."""
-    return f"{task_block(operations, docs, names)}\n\nParagraphs:\n{paragraphs}\n{question}"
+    return f"{task_block(operations, docs, names)}\n\nParagraphs:\n{paragraphs}\n{question}\n{CITE}"
 
 
 def reducer_request(
@@ -178,4 +179,5 @@ def reducer_request(
     parts: Sequence[tuple[int, str, str]],
     question: str,
 ) -> str:
-    return f"{task_block(operations, docs, names)}\n\nNotes:\n{notes_block(parts)}\n\n{question}"
+    notes = notes_block(parts)
+    return f"{task_block(operations, docs, names)}\n\nNotes:\n{notes}\n\n{question}\n{CITE}"
