@@ -26,11 +26,17 @@ from server.protocol.chat import (
     ChatCompletionResponse,
     ChatMessageOut,
     Choice,
-    ChunkChoice,
     DeltaMessage,
 )
 from server.protocol.common import new_id, now
-from server.serving.chat import dump_chunk, sse_error, to_messages, usage_info
+from server.serving.chat import (
+    check_model,
+    dump_chunk,
+    sse_error,
+    stream_chunk,
+    to_messages,
+    usage_info,
+)
 
 MAX_REMEMBERED_TURNS = 50
 
@@ -48,18 +54,8 @@ class BriefService:
         self.encoder = encoder
         self.metrics = metrics
 
-    def check_model(self, requested: str | None) -> None:
-        if requested and requested != self.agent.llm.model_name:
-            from engine.errors import NotFound
-
-            raise NotFound(
-                f"The model '{requested}' does not exist; see GET /v1/models",
-                param="model",
-                code="model_not_found",
-            )
-
     def _prepare(self, req: ChatCompletionRequest) -> tuple[Session, str, list[Turn]]:
-        self.check_model(req.model)
+        check_model(req.model, self.agent.llm.model_name)
         if req.response_format is not None and req.response_format.type != "text":
             raise InvalidRequest(
                 "response_format is not supported in briefing chat", param="response_format"
@@ -160,15 +156,7 @@ class BriefService:
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
 
         def chunk(delta: DeltaMessage, finish: str | None = None, **extra: Any) -> str:
-            return dump_chunk(
-                ChatCompletionChunk(
-                    id=cid,
-                    created=created,
-                    model=model,
-                    choices=[ChunkChoice(delta=delta, finish_reason=finish)],
-                    **extra,
-                )
-            )
+            return stream_chunk(cid, created, model, delta, finish, **extra)
 
         yield chunk(DeltaMessage(role="assistant", content=""))
         done: Done | None = None

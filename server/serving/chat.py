@@ -73,6 +73,31 @@ def usage_info(u: Usage | None) -> UsageInfo:
     )
 
 
+def check_model(requested: str | None, served: str) -> None:
+    """A request may omit ``model``; a named model must be the one served (404 otherwise)."""
+    if requested and requested != served:
+        raise NotFound(
+            f"The model '{requested}' does not exist; see GET /v1/models",
+            param="model",
+            code="model_not_found",
+        )
+
+
+def stream_chunk(
+    cid: str, created: int, model: str, delta: DeltaMessage, finish: str | None = None, **extra
+) -> str:
+    """One SSE payload of a chat stream with a single choice."""
+    return dump_chunk(
+        ChatCompletionChunk(
+            id=cid,
+            created=created,
+            model=model,
+            choices=[ChunkChoice(delta=delta, finish_reason=finish)],
+            **extra,
+        )
+    )
+
+
 def dump_chunk(chunk: ChatCompletionChunk) -> str:
     """Serialise like OpenAI: ``finish_reason: null`` stays, empty delta fields and absent
     ``usage`` / ``brief_trace`` go."""
@@ -99,12 +124,7 @@ class ChatService:
         self.default_max_tokens = default_max_tokens
 
     def check_model(self, requested: str | None) -> None:
-        if requested and requested != self.llm.model_name:
-            raise NotFound(
-                f"The model '{requested}' does not exist; see GET /v1/models",
-                param="model",
-                code="model_not_found",
-            )
+        check_model(requested, self.llm.model_name)
 
     def _account(self, usage: Usage | None) -> None:
         if usage:
@@ -152,14 +172,7 @@ class ChatService:
         cid, created, model = new_id("chatcmpl"), now(), self.llm.model_name
 
         def chunk(delta: DeltaMessage, finish: str | None = None) -> str:
-            return dump_chunk(
-                ChatCompletionChunk(
-                    id=cid,
-                    created=created,
-                    model=model,
-                    choices=[ChunkChoice(delta=delta, finish_reason=finish)],
-                )
-            )
+            return stream_chunk(cid, created, model, delta, finish)
 
         yield chunk(DeltaMessage(role="assistant", content=""))
         delta: Delta | None = first
