@@ -33,6 +33,13 @@ class PriorityGate:
                 self.release()
             raise
 
+    async def __aenter__(self) -> PriorityGate:
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
     def release(self) -> None:
         while self._waiters:
             _, _, fut = heapq.heappop(self._waiters)
