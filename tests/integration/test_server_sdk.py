@@ -88,8 +88,10 @@ def test_embeddings_768d_both_encodings(client):
     assert vecs.shape == (3, 768)
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-3)
     assert vecs[0] @ vecs[1] > vecs[0] @ vecs[2]  # paraphrase closer than unrelated text
-    f = client.embeddings.create(model="all-mpnet-base-v2", input=texts[0], encoding_format="float")
-    np.testing.assert_allclose(f.data[0].embedding, vecs[0], atol=1e-5)
+    # Same request shape in float format: int8 activations are quantised per batch, so a text's
+    # vector differs slightly with its batch mates; within one request shape it is deterministic.
+    f = client.embeddings.create(model="all-mpnet-base-v2", input=texts, encoding_format="float")
+    np.testing.assert_allclose([d.embedding for d in f.data], vecs, atol=1e-5)
     assert r.usage.prompt_tokens > 0
 
 
