@@ -12,6 +12,7 @@ from engine.errors import InvalidRequest, NotFound
 from engine.index.hybrid import RRF_K
 from engine.session.files import StoredFile
 from engine.session.store import Session, SessionFile, SessionStore
+from engine.session.view import SessionDocuments
 from server.protocol.files import FileList, FileObject
 from server.protocol.vector_stores import (
     CreateVectorStoreRequest,
@@ -166,9 +167,8 @@ class SessionService:
                 s.file(fid)
             doc_ids = list(req.file_ids)
         vector = None
-        embedded = any(v["embedded"] for v in s.index.stats().values())
-        if req.mode != "bm25" and embedded:
-            vector = (await self.encoder.embed([query]))[0]
+        if req.mode != "bm25":
+            vector = await SessionDocuments(s, self.encoder).embed_query(query)
         hits = s.index.search(query, vector, k=req.max_num_results, doc_ids=doc_ids)
         # RRF scores live in (0, lists/61]; rescale so the best possible hit scores 1.0.
         scale = (RRF_K + 1) / (2 if vector is not None else 1)
