@@ -84,6 +84,7 @@ class Settings(BaseSettings):
     # --- briefing agent (engine/agent/config.py documents each) ---
     agent_history_turns: int = 3
     agent_search_k: int = Field(default=4, ge=1, le=20)
+    agent_route_keep_ratio: float = Field(default=0.5, ge=0.0, le=1.0)
     agent_window_before: int = Field(default=1, ge=0, le=5)
     agent_window_after: int = Field(default=1, ge=0, le=5)
     agent_semantic_window: int = Field(default=2, ge=0, le=10)
@@ -124,6 +125,7 @@ class Settings(BaseSettings):
         return AgentConfig(
             history_turns=self.agent_history_turns,
             search_k=self.agent_search_k,
+            route_keep_ratio=self.agent_route_keep_ratio,
             window_before=self.agent_window_before,
             window_after=self.agent_window_after,
             semantic_window=self.agent_semantic_window,

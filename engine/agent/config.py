@@ -12,6 +12,9 @@ class AgentConfig:
     history_turns: int = 3  # how many previous turns the rewriter may look at
     # planner
     max_operations: int = 6
+    # routing (engine/agent/routing.py): drop SEARCHes of documents the index says are off-topic
+    route_k: int = 10  # hits per query searched across the plan's documents
+    route_keep_ratio: float = 0.5  # keep a document holding >= this share of the best's mass
     # context builder
     search_level: str = "small"  # chunk level searched (see engine/ingest/chunking.py)
     search_k: int = 4  # hits per SEARCH (3-5)

@@ -21,6 +21,7 @@ from engine.agent.context import ContextBuilder
 from engine.agent.mapreduce import MapReduce
 from engine.agent.planner import plan
 from engine.agent.rewriter import rewrite_traced
+from engine.agent.routing import route
 from engine.agent.types import Citation, Context, Operation, Rewrite, SessionView, Turn
 from engine.llm.base import LLM, ChatMessage, Delta, SamplingParams, Usage
 
@@ -142,6 +143,9 @@ class BriefingAgent:
         t = lap("rewrite_s", t0)
         trace = {"rewrite": asdict(rw) | rw_trace}
         operations, plan_trace = await plan(llm, rw, docs, cfg)
+        operations, routing = await route(view, rw, operations, cfg)
+        if routing:
+            plan_trace["routing"] = routing
         t = lap("plan_s", t)
         contexts = await self.context_builder(view, cfg).build(operations) if operations else []
         t = lap("retrieve_s", t)

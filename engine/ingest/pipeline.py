@@ -131,6 +131,8 @@ class Ingestor:
         mark("queryable_s")
         if self.options.describe and self.llm is not None:
             sf.describe_task = self._spawn(self._describe(sf, t0))
+        else:  # tell clients not to wait for a description that will never come
+            st["describe_skipped"] = "descriptions are disabled"
         todo = [c for name in self.options.embed_levels for c in chunks.get(name, [])]
         st.update(stage="embedding", embedded=0, to_embed=len(todo))
         for i in range(0, len(todo), self.options.embed_batch):
