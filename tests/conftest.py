@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,20 @@ CORPUS = Path(os.environ.get("BRIEF_CORPUS", ROOT.parent / "shared" / "corpus"))
 def weights_ready() -> bool:
     onnx = paths.encoder_onnx_path()
     return paths.llm_gguf_path().exists() and (onnx / paths.ONNX_FP32).exists()
+
+
+def run_benchmark(name: str, *args: object, timeout: float = 600) -> str:
+    """``python -m benchmarks.<name> *args`` from the repo root, as a user runs it; its stdout.
+    A non-zero exit fails the test with the tail of the benchmark's stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
 
 
 requires_weights = pytest.mark.skipif(

@@ -3,40 +3,20 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from models import paths
+from tests.conftest import run_benchmark
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_quick_embed_benchmark(tmp_path):
     if not (paths.encoder_onnx_path() / paths.ONNX_INT8).is_file():
         pytest.skip("encoder weights not prepared: run `brief prepare-models`")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.embed",
-            "--quick",
-            "--texts",
-            "12",
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "served/raw" in proc.stdout
+    stdout = run_benchmark("embed", "--quick", "--texts", 12, "--out", tmp_path, timeout=300)
+    assert "served/raw" in stdout
     data = json.loads((tmp_path / "embed.json").read_text())
     assert (tmp_path / "embed.png").stat().st_size > 1000
 

@@ -4,27 +4,18 @@ thresholds: speed targets live in the benchmark's table, not in tests)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import ROOT, weights_ready
+from tests.conftest import run_benchmark, weights_ready
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.skipif(not weights_ready(), reason="weights not prepared")
 def test_ingest_benchmark_quick(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.ingest", "--quick", "--out", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "time to queryable" in out.stdout
+    stdout = run_benchmark("ingest", "--quick", "--out", tmp_path, timeout=1200)
+    assert "time to queryable" in stdout
     report = json.loads((tmp_path / "ingest_quick.json").read_text())
     s = report["summary"]
     assert s["completed"] == s["documents"] >= 6 and not s["failed"]

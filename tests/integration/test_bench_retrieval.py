@@ -7,17 +7,14 @@ Quality floors are loose on purpose (a 20-query subset is noisy); the full-run n
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from models import paths
+from tests.conftest import run_benchmark
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[2]
 METHODS = (
     "bm25",
     "dense_int8",
@@ -33,24 +30,8 @@ def test_quick_retrieval_benchmark(tmp_path: Path, corpus: Path) -> None:
     onnx = paths.encoder_onnx_path()
     if not ((onnx / paths.ONNX_INT8).is_file() and (onnx / paths.ONNX_FP32).is_file()):
         pytest.skip("encoder weights not prepared: run `brief prepare-models`")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.retrieval",
-            "--quick",
-            "--corpus",
-            str(corpus),
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "nDCG@10" in proc.stdout
+    stdout = run_benchmark("retrieval", "--quick", "--corpus", corpus, "--out", tmp_path)
+    assert "nDCG@10" in stdout
     data = json.loads((tmp_path / "retrieval_scifact_quick.json").read_text())
     assert (tmp_path / "retrieval_scifact_quick.png").stat().st_size > 1000
 
@@ -76,23 +57,7 @@ def test_quick_financebench_benchmark(tmp_path: Path, corpus: Path) -> None:
         pytest.skip("encoder weights not prepared: run `brief prepare-models`")
     if not (corpus / "qa/financebench/pdfs").is_dir():
         pytest.skip("FinanceBench PDFs not in the corpus")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.financebench",
-            "--quick",
-            "--corpus",
-            str(corpus),
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_benchmark("financebench", "--quick", "--corpus", corpus, "--out", tmp_path)
     data = json.loads((tmp_path / "financebench_quick.json").read_text())
     assert (tmp_path / "financebench_quick.png").stat().st_size > 1000
     assert data["config"]["documents"] == 3

@@ -5,18 +5,14 @@ that add up, and a baseline that scores exactly 1 wherever the human kept the qu
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from benchmarks.rewriting import METRICS, QUICK, SUBSETS
 from models import paths
+from tests.conftest import run_benchmark
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 4  # per set (quick alone is 10): 3 LLM calls, both sets call it; ~1-2 min on 2 cores
 
 
@@ -27,11 +23,8 @@ def test_quick_rewriting_benchmark(tmp_path, corpus):
         or not (paths.encoder_onnx_path() / paths.ONNX_INT8).is_file()
     ):
         pytest.skip("weights not prepared: run `brief prepare-models`")
-    cmd = [sys.executable, "-m", "benchmarks.rewriting", "--quick", "--limit", str(LIMIT)]
-    cmd += ["--corpus", str(corpus), "--out", str(tmp_path)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "copy" in proc.stdout
+    args = ["--quick", "--limit", LIMIT, "--corpus", corpus, "--out", tmp_path]
+    assert "copy" in run_benchmark("rewriting", *args)
     data = json.loads((tmp_path / "rewriting_quick.json").read_text())
     assert (tmp_path / "rewriting_quick.png").stat().st_size > 1000
 
@@ -65,10 +58,9 @@ def test_quick_rewriting_benchmark(tmp_path, corpus):
 
     # --rescore recomputes the same summary from the stored rewrites, without the LLM.
     again = tmp_path / "again"
-    cmd = [sys.executable, "-m", "benchmarks.rewriting", "--rescore"]
-    cmd += [str(tmp_path / "rewriting_quick.json"), "--out", str(again)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_benchmark(
+        "rewriting", "--rescore", tmp_path / "rewriting_quick.json", "--out", again, timeout=300
+    )
     redo = json.loads((again / "rewriting_quick.json").read_text())
     same = json.dumps(redo["summary"], sort_keys=True) == json.dumps(
         data["summary"], sort_keys=True

@@ -99,3 +99,12 @@ def evidence_of(
     """Evidence for chosen paragraphs of a document (as the context builder would give)."""
     paras = session.paragraphs(doc_id)
     return [Evidence(doc_id, paras[i], score, "search", 0) for i in ids]
+
+
+def word_processor_and_autogen(model: EmbeddingModel | None = None) -> MemorySession:
+    """The two-document session most agent tests share: "wp" (the 5-page word-processor essay)
+    and "ag" (the 1-page AutoGen abstract)."""
+    s = MemorySession(model)
+    s.add_corpus("wp", WORD_PROCESSOR)
+    s.add_corpus("ag", AUTOGEN)
+    return s

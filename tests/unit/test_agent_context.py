@@ -15,17 +15,17 @@ from engine.agent.types import Operation
 from engine.index.hybrid import RRF_K, Hit
 from engine.ingest.document import Chunk
 from tests.conftest import requires_weights
-from tests.unit.agent_fixtures import AUTOGEN, WORD_PROCESSOR, MemorySession
+from tests.unit.agent_fixtures import (
+    MemorySession,
+    word_processor_and_autogen,
+)
 
 QUESTION = "When did Microsoft launch Word for MS-DOS?"  # paragraph 13 of the word processor doc
 
 
 @pytest.fixture()
 def session() -> MemorySession:
-    s = MemorySession()
-    s.add_corpus("wp", WORD_PROCESSOR)
-    s.add_corpus("ag", AUTOGEN)
-    return s
+    return word_processor_and_autogen()
 
 
 def _hit(score: float, bm25: int | None, dense: int | None) -> Hit:
@@ -159,9 +159,7 @@ async def test_real_encoder_finds_the_paragraph():
     from engine.encoder.onnx import OnnxEmbeddingModel
     from models import paths
 
-    s = MemorySession(OnnxEmbeddingModel(paths.encoder_onnx_path(), threads=1))
-    s.add_corpus("wp", WORD_PROCESSOR)
-    s.add_corpus("ag", AUTOGEN)
+    s = word_processor_and_autogen(OnnxEmbeddingModel(paths.encoder_onnx_path(), threads=1))
     ops = [
         Operation("SEARCH", "wp", "Which program introduced a GUI and mouse support in 1983?"),
         Operation("SEARCH", "ag", "What are the two steps of conversation programming?"),

@@ -10,17 +10,17 @@ from engine.agent.routing import is_comparison, keep, mass_by_document, route
 from engine.agent.types import Operation, Rewrite
 from engine.index.hybrid import Hit
 from engine.ingest.document import Chunk
-from tests.unit.agent_fixtures import AUTOGEN, WORD_PROCESSOR, MemorySession
+from tests.unit.agent_fixtures import (
+    MemorySession,
+    word_processor_and_autogen,
+)
 
 QUESTION = "When did Microsoft launch Word for MS-DOS?"  # only the word processor doc says
 
 
 @pytest.fixture()
 def session() -> MemorySession:
-    s = MemorySession()
-    s.add_corpus("wp", WORD_PROCESSOR)
-    s.add_corpus("ag", AUTOGEN)
-    return s
+    return word_processor_and_autogen()
 
 
 def rw(text: str) -> Rewrite:

@@ -18,7 +18,11 @@ from engine.agent.citations import (
 )
 from engine.agent.config import AgentConfig
 from engine.agent.types import Context, Operation
-from tests.unit.agent_fixtures import AUTOGEN, WORD_PROCESSOR, MemorySession, evidence_of
+from tests.unit.agent_fixtures import (
+    MemorySession,
+    evidence_of,
+    word_processor_and_autogen,
+)
 
 MIN = AgentConfig().citation_min_overlap
 
@@ -32,10 +36,7 @@ UNSUPPORTED = "The weather in Paris is lovely in spring"
 
 @pytest.fixture(scope="module")
 def session() -> MemorySession:
-    s = MemorySession()
-    s.add_corpus("wp", WORD_PROCESSOR)
-    s.add_corpus("ag", AUTOGEN)
-    return s
+    return word_processor_and_autogen()
 
 
 @pytest.fixture(scope="module")
