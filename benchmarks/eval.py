@@ -201,7 +201,7 @@ class Runner:
             return m.Para(ids.get(fid, fid), pid, score, text, page)
 
         retrieved = [
-            para(d, p, s) for ctx in trace.get("retrieved", []) for d, p, s in ctx["paragraphs"]
+            para(d, p, s) for ctx in trace.get("retrieved", []) for d, p, s, *_ in ctx["paragraphs"]
         ]
         ranked = m.rank(retrieved)
         cited, citations = [], []

@@ -1,7 +1,10 @@
 """Query rewriting quality: our rewriter against human rewrites, next to copying the question.
 
 ``python -m benchmarks.rewriting [--quick] [--limit N] [--corpus DIR] [--out DIR]``;
-``--rescore OLD.json`` scores and summarises the stored rewrites of a run again (no LLM).
+``--rescore OLD.json`` scores and summarises the stored rewrites of a run again (no LLM);
+``--replay OLD.json`` passes the run's stored LLM outputs through the current rewriter's
+post-processing (``rewriter.resolve``: substitution, checks), so a change there is measured on
+the same model outputs without paying for the LLM again.
 
 Why: retrieval and planning see only the rewritten query, so a rewrite that drops or invents
 words costs answers. We run ``engine.agent.rewriter.rewrite_traced`` exactly as the agent does
@@ -335,12 +338,40 @@ def report(records: list[dict[str, Any]], meta: dict[str, Any], out: Path | None
     print(f"wrote {json_path} and {png_path}")
 
 
+def replay(records: list[dict[str, Any]], config: dict[str, Any], corpus: Path) -> int:
+    """Re-resolve the stored LLM outputs of ``records`` in place; returns how many changed.
+
+    The cue check runs before the LLM, so a record the run sent to the LLM still is one."""
+    from engine.agent.rewriter import needs_rewrite, resolve
+
+    loaded = {"canard": load_canard(corpus), "mtrag": load_mtrag(corpus)}
+    by_id = {(ex.dataset, ex.id): ex for xs in loaded.values() for ex in xs}
+    keep = config["agent"]["history_turns"]
+    changed = 0
+    for r in records:
+        if r["skipped_llm"] or r.get("raw") is None:
+            continue
+        ex = by_id[(r["dataset"], r["id"])]
+        query = ex.question.strip()
+        window = list(ex.history)[-keep:] if keep > 0 else []
+        assert needs_rewrite(query, window), f"{r['id']}: the cue check changed, rerun the LLM"
+        rw, trace = resolve(r["raw"], query, window, offset=len(ex.history) - len(window))
+        changed += rw.rewritten != r["rewrite"]
+        r |= {"rewrite": rw.rewritten, "fallback": trace.get("fallback"),
+              "substituted": "substituted" in trace}  # fmt: skip
+    return changed
+
+
 async def run(args: argparse.Namespace) -> int:
-    if args.rescore:  # the rewrites of an earlier run, scored and summarised again
-        old = json.loads(args.rescore.read_text())
+    if args.rescore or args.replay:  # the rewrites of an earlier run, scored again
+        old = json.loads((args.rescore or args.replay).read_text())
         drop = ("ours", "baseline")
         records = [{k: v for k, v in r.items() if k not in drop} for r in old["examples"]]
         meta = {k: old[k] for k in ("quick", "machine", "config")}
+        if args.replay:
+            changed = replay(records, meta["config"], args.corpus or default_corpus())
+            meta["config"] |= {"replayed": {"from": old["machine"]["time"], "changed": changed}}
+            print(f"replayed {len(records)} stored LLM outputs: {changed} rewrites changed")
     else:
         records, meta = await collect(args)
     report(records, meta, args.out)
@@ -364,6 +395,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--rescore", type=Path, default=None, help="rescore the rewrites of an earlier JSON"
+    )
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        default=None,
+        help="re-resolve the stored LLM outputs of an earlier JSON with the current rewriter",
     )
     parser.add_argument("--out", type=Path, default=None, help="results folder")
     return asyncio.run(run(parser.parse_args(argv)))

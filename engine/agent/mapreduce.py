@@ -332,6 +332,7 @@ class MapReduce:
                 "empty": is_empty_note(notes),
                 "invented_labels": invented,
                 "finish_reason": out.finish_reason,
+                "max_tokens": cfg.mapper_tokens,
                 "prompt_tokens": out.usage.prompt_tokens,
                 "completion_tokens": out.usage.completion_tokens,
                 "start_s": round(start - t0, 4),

@@ -98,7 +98,11 @@ def _retrieved(contexts: Sequence[Context]) -> list[dict[str, Any]]:
         {
             "operation": asdict(c.operation),
             "hits": c.hits,
-            "paragraphs": [[e.doc_id, e.paragraph.id, round(e.score, 4)] for e in c.evidence],
+            # [file id, paragraph id, score, page (None where the format has none)]
+            "paragraphs": [
+                [e.doc_id, e.paragraph.id, round(e.score, 4), e.paragraph.page]
+                for e in c.evidence
+            ],
         }
         for c in contexts
     ]

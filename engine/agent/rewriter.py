@@ -46,9 +46,17 @@ _NOT_CONTENT = frozenset(
     "tell me about".split()
 )
 _REPLACEABLE = re.compile(
-    r"\b(the (first|second|third|fourth|last|other) one|this one|that one|it|its|they|them|their)\b",
+    r"\b(the (first|second|third|fourth|last|other) one|this one|that one|it|its|they|them|their"
+    r"|he|him|his|she|her)\b",
     re.IGNORECASE,
 )
+# "her" is possessive before a noun ("her first album") and an object before these or at the end.
+_NOT_A_NOUN = frozenset(
+    "in on at to for with from about after before during and or but as when while than that "
+    "into over under by".split()
+)
+_PERSONAL = frozenset("he him his she her".split())
+_NAME_PARTICLES = frozenset("de van von der den da di du la le bin ibn al el st. jr. sr.".split())
 SHORT_FOLLOW_UP = 3  # words: "Why?", "In 2021?", "Top-100 accuracy?"
 
 
@@ -120,13 +128,29 @@ def messages_for(turns: Sequence[Turn], query: str) -> list[ChatMessage]:
 
 
 def substitute(question: str, referent: str) -> str | None:
-    """``question`` with its first pronoun replaced by ``referent`` (possessive for its/their);
+    """``question`` with its first pronoun replaced by ``referent`` (possessive for its/their/his,
+    and for "her" before a noun);
     None when there is no pronoun we can safely replace."""
     m = _REPLACEABLE.search(question)
     if m is None:
         return None
-    possessive = m.group(0).lower() in ("its", "their")
+    word = m.group(0).lower()
+    if word in _PERSONAL and not _name_like(referent):
+        return None  # "he" is a person: a section title or a phrase is not what it means
+    possessive = word in ("its", "their", "his")
+    if word == "her":
+        following = _WORDS.findall(question[m.end() :])
+        possessive = bool(following) and following[0].lower() not in _NOT_A_NOUN
     return question[: m.start()] + referent + ("'s" if possessive else "") + question[m.end() :]
+
+
+def _name_like(text: str) -> bool:
+    """Capitalised words, name particles allowed ("Lee Trevino", "Ludwig van Beethoven")."""
+    words = text.split()
+    return bool(words) and all(
+        (w[0].isupper() and not w.endswith(("'s", "’s"))) or w.lower() in _NAME_PARTICLES
+        for w in words
+    )
 
 
 def _usable_referent(referent: str, query: str, turns: Sequence[Turn]) -> bool:
@@ -181,9 +205,18 @@ async def rewrite_traced(
         temperature=0.0, max_tokens=120, seed=0, json_schema=schema(len(window))
     )
     out = await complete(llm, messages_for(window, query), params)
-    trace: dict[str, Any] = {"raw": out.text, "turns_seen": len(window)}
+    rewrite, trace = resolve(out.text, query, window, offset=len(history) - len(window))
+    return rewrite, {"raw": out.text, "turns_seen": len(window)} | trace
+
+
+def resolve(
+    raw: str, query: str, window: Sequence[Turn], offset: int = 0
+) -> tuple[Rewrite, dict[str, Any]]:
+    """The rewrite that the model's JSON output ``raw`` stands for (no LLM: benchmarks replay
+    stored outputs through it); ``offset`` is how many older turns precede ``window``."""
+    trace: dict[str, Any] = {}
     try:
-        data = json.loads(out.text)
+        data = json.loads(raw)
         candidate = " ".join(str(data["query"]).split()).strip("\"' ")
         referent = " ".join(str(data.get("refers_to") or "").split()).strip("\"'.?! ")
         numbers = [n for n in data.get("relevant_turns", []) if isinstance(n, int)]
@@ -200,7 +233,6 @@ async def rewrite_traced(
     if reason := rejection(candidate, query, window):
         trace["fallback"] = reason
         return Rewrite(query, query), trace
-    offset = len(history) - len(window)
     used = tuple(sorted({offset + n - 1 for n in numbers if 1 <= n <= len(window)}))
     return Rewrite(query, candidate, used), trace
 

@@ -1,8 +1,14 @@
 """The agent's window onto one session (engine.agent.types.SessionView): its documents, their
-paragraphs, its index, and query embedding — nothing of any other session."""
+paragraphs, its index, and query embedding — nothing of any other session.
+
+One view lives for one chat turn, and that turn asks for the same query vector more than once
+(routing searches each SEARCH's query across the plan's documents, then the context builder
+searches it within its document; parallel operations often share a query), so query vectors are
+memoised per view: each distinct text goes through the encoder once."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,6 +25,7 @@ class SessionDocuments:
     def __init__(self, session: Session, encoder: Encoder):
         self.session = session
         self.encoder = encoder
+        self._queries: dict[str, asyncio.Future[np.ndarray]] = {}
 
     @property
     def index(self) -> SessionIndex:
@@ -52,4 +59,8 @@ class SessionDocuments:
     async def embed_query(self, text: str) -> np.ndarray | None:
         if not any(level["embedded"] for level in self.index.stats().values()):
             return None
-        return (await self.encoder.embed([text]))[0]
+        task = self._queries.get(text)
+        if task is None or (task.done() and (task.cancelled() or task.exception())):
+            task = self._queries[text] = asyncio.ensure_future(self.encoder.embed([text]))
+        # Shielded: one caller giving up must not cancel the vector another caller awaits.
+        return (await asyncio.shield(task))[0]

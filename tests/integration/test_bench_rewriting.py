@@ -66,3 +66,16 @@ def test_quick_rewriting_benchmark(tmp_path, corpus):
         data["summary"], sort_keys=True
     )
     assert same  # compared as JSON text: a NaN (no LLM call in a set) equals itself there
+
+    # --replay re-resolves the stored LLM outputs with the current code: the same code gives
+    # the same rewrites, so nothing changes.
+    replayed = tmp_path / "replayed"
+    out = run_benchmark(
+        "rewriting",
+        *("--replay", tmp_path / "rewriting_quick.json", "--corpus", corpus, "--out", replayed),
+        timeout=300,
+    )
+    assert "0 rewrites changed" in out
+    redo = json.loads((replayed / "rewriting_quick.json").read_text())
+    assert redo["config"]["replayed"]["changed"] == 0
+    assert [r["rewrite"] for r in redo["examples"]] == [r["rewrite"] for r in data["examples"]]

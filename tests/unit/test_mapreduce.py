@@ -203,6 +203,7 @@ async def test_many_splits_run_mappers_then_one_reducer_with_provenance():
     )
     assert all("D2: Sales deck (pptx): Quarterly slides." in c[0][-1].content for c in mappers)
     assert [m["split"] for m in trace["mappers"]] == list(range(n))
+    assert all(m["max_tokens"] == mappers[0][1].max_tokens for m in trace["mappers"])
     first_labels = [s["labels"][0][0] for s in trace["splits"]]
     assert [m["output"] for m in trace["mappers"]] == [
         f"- Sales grew 12% [{x}]" for x in first_labels

@@ -8,7 +8,14 @@ import json
 import pytest
 
 from engine.agent.config import AgentConfig
-from engine.agent.rewriter import needs_rewrite, rejection, rewrite, rewrite_traced
+from engine.agent.rewriter import (
+    needs_rewrite,
+    rejection,
+    resolve,
+    rewrite,
+    rewrite_traced,
+    substitute,
+)
 from engine.agent.types import Operation, Rewrite, Turn
 from engine.llm.fake import FakeLLM
 
@@ -122,6 +129,31 @@ async def test_a_named_referent_is_substituted_when_the_model_left_the_pronoun()
     llm = reply("What about its training data?", [1], refers_to="DPR")
     out = await rewrite(llm, "What about its training data?", [DPR], CFG)
     assert out.rewritten == "What about DPR's training data?"
+
+
+@pytest.mark.parametrize(
+    ("question", "referent", "expected"),
+    [
+        ("When did he join Dundee United?", "Maurice Malpas", "When did Maurice Malpas join Dundee United?"),
+        ("Were her parents musicians?", "Mary Chapin Carpenter", "Were Mary Chapin Carpenter's parents musicians?"),
+        ("What happened to her in 1990?", "Faith Hill", "What happened to Faith Hill in 1990?"),
+        ("Did anyone interview her?", "Faith Hill", "Did anyone interview Faith Hill?"),
+        ("What was his first album?", "Ludwig van Beethoven", "What was Ludwig van Beethoven's first album?"),
+        # a person pronoun takes a name, never a section title or a phrase
+        ("When did she marry Churchill?", "Marriage to Randolph Churchill", None),
+        ("Were there other ways he liked attacking?", "his preferred method of attack", None),
+        ("When did he start performing?", "Jefferson's biography", None),
+    ],
+)  # fmt: skip
+def test_person_pronouns_are_substituted_only_by_names(question, referent, expected):
+    assert substitute(question, referent) == expected
+
+
+def test_resolve_replays_a_stored_output_without_the_llm():
+    raw = json.dumps({"relevant_turns": [1], "refers_to": "DPR", "query": "How fast is it?"})
+    out, trace = resolve(raw, "How fast is it?", [DPR], offset=2)
+    assert out == Rewrite("How fast is it?", "How fast is DPR?", (2,))
+    assert trace == {"substituted": "DPR"}
 
 
 async def test_a_referent_not_from_the_conversation_is_not_substituted():
