@@ -100,8 +100,7 @@ def _retrieved(contexts: Sequence[Context]) -> list[dict[str, Any]]:
             "hits": c.hits,
             # [file id, paragraph id, score, page (None where the format has none)]
             "paragraphs": [
-                [e.doc_id, e.paragraph.id, round(e.score, 4), e.paragraph.page]
-                for e in c.evidence
+                [e.doc_id, e.paragraph.id, round(e.score, 4), e.paragraph.page] for e in c.evidence
             ],
         }
         for c in contexts
