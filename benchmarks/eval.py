@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,27 +233,39 @@ class Runner:
         row["llm_calls"] = trace.get("llm_calls")
 
 
-MAIN = [
-    ("action_accuracy", "act"), ("resource_precision", "res P"), ("resource_recall", "res R"),
-    ("recall@5", "ev R@5"), ("precision@5", "ev P@5"), ("recall@all", "ev R@all"),
-    ("citation_correct", "cit ok"), ("citation_recall", "cit R"), ("keyword_accuracy", "kw"),
-    ("completeness", "compl"), ("groundedness", "ground"), ("abstention", "abst"),
-]  # fmt: skip
+def table_groups(k: Sequence[int]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The printed tables: (title, [(metric key, column label)]), every metric of the report."""
+    at_k = [(f"{w}@{n}", f"ev {w[0].upper()}@{n}") for n in k for w in ("recall", "precision")]
+    return [
+        (
+            "Planner and retrieval",
+            [("action_accuracy", "act"), ("resource_precision", "res P"),
+             ("resource_recall", "res R"), ("op_recall", "op R"), *at_k,
+             ("recall@all", "ev R@all"), ("page_match", "page ok"), ("n_retrieved", "# paras")],
+        ),
+        (
+            "Citations and answers",
+            [("citation_correct", "cit ok"), ("citation_correct_llm", "cit ok LLM"),
+             ("citation_support", "cit support"), ("citation_recall", "cit R"),
+             ("n_citations", "# cites"), ("keyword_accuracy", "kw"), ("completeness", "compl"),
+             ("groundedness", "ground"), ("abstention", "abst"),
+             ("false_abstention", "false abst")],
+        ),
+    ]  # fmt: skip
 
 
-def show(agg: dict[str, Any], console: Console) -> None:
+def show(agg: dict[str, Any], console: Console, k: Sequence[int] = (5, 10)) -> None:
+    """Every metric, overall and per kind (– = not applicable to the kind, or not graded)."""
     groups = [*agg["by_kind"].items(), ("overall", agg["overall"])]
-    keys = [(k, label) for k, label in MAIN if any(g.get(k) is not None for _, g in groups)]
-    rows = [
-        [name, g["n"], *(g.get(k) if g.get(k) is not None else "–" for k, _ in keys)]
-        for name, g in groups
-    ]
-    print_table(
-        "Evaluation (mean per case; – = not applicable)",
-        ["kind", "n", *(lb for _, lb in keys)],
-        rows,
-        console,
-    )
+    for title, metrics in table_groups(list(k)):
+        keys = [(key, lb) for key, lb in metrics if any(g.get(key) is not None for _, g in groups)]
+        rows = [
+            [name, g["n"], *(g.get(key) if g.get(key) is not None else "–" for key, _ in keys)]
+            for name, g in groups
+        ]
+        print_table(
+            f"{title} (mean per case)", ["kind", "n", *(lb for _, lb in keys)], rows, console
+        )
     lat = agg["overall"]["latency"]
     print_table(
         "Latency per stage, seconds (all cases)", ["stage", "median", "p90"],
@@ -309,6 +322,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--quick", action="store_true", help="3 cheap cases, small budgets, no descriptions"
     )
     ap.add_argument("--chart", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the finished cases of the report already in the output folder, run the rest",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.cases = args.cases or CASES_DIR / "quick.jsonl"
@@ -328,6 +346,19 @@ def interleave(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
 
 
+def resumed(name: str, cases: list[dict[str, Any]], args: argparse.Namespace) -> list[dict]:
+    """The error-free rows of the earlier report ``name`` for cases still in ``cases``, graded
+    the same way (a heuristic row has no LLM grades to mix with LLM-graded ones)."""
+    path = results_dir(args.out) / f"{name}.json"
+    if not path.exists():
+        return []
+    old = json.loads(path.read_text())
+    if old.get("config", {}).get("grader") != args.grader:
+        raise SystemExit(f"--resume: {path} was graded by '{old['config'].get('grader')}'")
+    wanted = {c["id"] for c in cases}
+    return [r for r in old.get("cases", []) if r["id"] in wanted and not r.get("error")]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     console = Console()
@@ -342,7 +373,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report["machine"] = machine()
     server = None if args.server else LiveServer(env).start()
     base_url = args.server.rstrip("/").removesuffix("/v1") if args.server else server.base_url
-    rows: list[dict[str, Any]] = []
+    rows = resumed(name, cases, args) if args.resume else []
+    if rows:
+        report["config"]["resumed_cases"] = len(rows)
+        console.print(f"resuming: {len(rows)} finished cases kept from the earlier report")
+    done = {r["id"] for r in rows}
     try:
         grader = None
         if args.grader == "llm":
@@ -358,6 +393,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         runner = Runner(base_url, args.corpus, args, grader)
         report["config"]["model"] = runner.model
         for i, case in enumerate(cases, 1):
+            if case["id"] in done:
+                continue
             t0 = time.perf_counter()
             try:
                 row = runner.run(case)
@@ -381,7 +418,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     agg = m.aggregate(rows)
     report |= {"aggregates": agg, "cases": rows}
     path = write_json(name, report, args.out)
-    show(agg, console)
+    show(agg, console, args.k)
     if args.chart and agg["by_kind"]:
         chart(
             name,
