@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from benchmarks import eval_metrics as m
 from benchmarks.cases_check import FIELDS, load_cases, schema_errors
-from benchmarks.eval import LLMGrader
+from benchmarks.eval import LLMGrader, resumed
 
 CASES = Path(__file__).resolve().parents[2] / "benchmarks" / "cases"
 A, B = "docs/a.pdf", "docs/b.md"
@@ -191,3 +192,20 @@ def test_shipped_case_files_follow_the_schema(name):
     assert len({c["id"] for c in cases}) == len(cases)
     if name == "dev.jsonl":
         assert len(cases) >= 30 and {c["kind"] for c in cases} == set(m.KINDS)
+
+
+def test_resume_keeps_finished_error_free_cases_graded_the_same_way(tmp_path):
+    rows = [
+        {"id": "a", "kind": "fact", "metrics": {}},
+        {"id": "b", "kind": "fact", "error": "TimeoutError"},
+        {"id": "gone", "kind": "fact", "metrics": {}},
+    ]
+    (tmp_path / "eval_dev.json").write_text(
+        json.dumps({"config": {"grader": "llm"}, "cases": rows})
+    )
+    cases = [{"id": "a"}, {"id": "b"}, {"id": "c"}]
+    args = SimpleNamespace(out=tmp_path, grader="llm")
+    assert [r["id"] for r in resumed("eval_dev", cases, args)] == ["a"]
+    assert resumed("eval_other", cases, args) == []
+    with pytest.raises(SystemExit, match="graded by 'llm'"):
+        resumed("eval_dev", cases, SimpleNamespace(out=tmp_path, grader="heuristic"))
