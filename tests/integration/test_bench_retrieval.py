@@ -17,6 +17,7 @@ from tests.conftest import run_benchmark
 pytestmark = pytest.mark.slow
 METHODS = (
     "bm25",
+    "bm25_unstemmed",
     "dense_int8",
     "dense_fp32",
     "hybrid_rrf_int8",

@@ -53,6 +53,25 @@ def test_bm25_backends_agree(backend):
     assert idx.search("the of", 5)[0].size == 0  # stopwords only
 
 
+def test_bm25_matches_inflections_through_stems():
+    assert tokenize("Revenues grew; the ducks swimming") == ["revenu", "grew", "duck", "swim"]
+    assert tokenize("Revenues grew", stem=False) == ["revenues", "grew"]
+    idx, plain = BM25Index(), BM25Index(stem=False)
+    for i in (idx, plain):
+        i.add(range(len(TEXTS)), TEXTS)
+    assert sorted(idx.search("swimming ducks", 2)[0].tolist()) == [0, 4]  # swims+duck, ducks+swim
+    assert plain.search("swimming ducks", 2)[0].tolist() == [4]
+
+
+def test_stemming_from_many_threads_agrees():
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"{t} {t.upper()} revenues operating segments" for t in TEXTS] * 50
+    expected = [tokenize(t) for t in texts]
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(tokenize, texts)) == expected
+
+
 def test_incremental_scores_equal_bm25s():
     a, b = BM25Index(backend="incremental"), BM25Index(backend="bm25s")
     for idx in (a, b):
