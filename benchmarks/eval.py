@@ -190,6 +190,14 @@ class Runner:
             "answer": answer,
             "rewrite": trace.get("rewrite"),  # rewritten query, skipped_llm, used turns
             "path": trace.get("path"),
+            # what each stage did (plan, routing, mapper notes, reducer input), to read a
+            # failure without rerunning it; chunk-level hits are left out (paragraphs stay)
+            "trace": trace
+            | {
+                "retrieved": [
+                    {k: v for k, v in r.items() if k != "hits"} for r in trace.get("retrieved", [])
+                ]
+            },
         }
         ops = [
             (o["action"], ids.get(o["document"], o["document"]))
