@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -369,7 +370,8 @@ def resumed(name: str, cases: list[dict[str, Any]], args: argparse.Namespace) ->
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    console = Console()
+    # A log file is not a terminal: rich would squeeze the 13-column tables into 80 columns.
+    console = Console() if sys.stdout.isatty() else Console(width=200)
     cases = load_cases(args.cases)
     cases = (interleave(cases) if args.interleave else cases)[: args.limit]
     env = dict(e.split("=", 1) for e in args.env)
