@@ -266,7 +266,7 @@ def table_groups(k: Sequence[int]) -> list[tuple[str, list[tuple[str, str]]]]:
 def show(agg: dict[str, Any], console: Console, k: Sequence[int] = (5, 10)) -> None:
     """Every metric, overall and per kind (– = not applicable to the kind, or not graded)."""
     groups = [*agg["by_kind"].items(), ("overall", agg["overall"])]
-    for title, metrics in table_groups(list(k)):
+    for title, metrics in table_groups(k):
         keys = [(key, lb) for key, lb in metrics if any(g.get(key) is not None for _, g in groups)]
         rows = [
             [name, g["n"], *(g.get(key) if g.get(key) is not None else "–" for key, _ in keys)]

@@ -342,7 +342,7 @@ def replay(records: list[dict[str, Any]], config: dict[str, Any], corpus: Path) 
     """Re-resolve the stored LLM outputs of ``records`` in place; returns how many changed.
 
     The cue check runs before the LLM, so a record the run sent to the LLM still is one."""
-    from engine.agent.rewriter import needs_rewrite, resolve
+    from engine.agent.rewriter import needs_rewrite, recent, resolve
 
     loaded = {"canard": load_canard(corpus), "mtrag": load_mtrag(corpus)}
     by_id = {(ex.dataset, ex.id): ex for xs in loaded.values() for ex in xs}
@@ -353,9 +353,9 @@ def replay(records: list[dict[str, Any]], config: dict[str, Any], corpus: Path) 
             continue
         ex = by_id[(r["dataset"], r["id"])]
         query = ex.question.strip()
-        window = list(ex.history)[-keep:] if keep > 0 else []
+        window = recent(ex.history, keep)
         assert needs_rewrite(query, window), f"{r['id']}: the cue check changed, rerun the LLM"
-        rw, trace = resolve(r["raw"], query, window, offset=len(ex.history) - len(window))
+        rw, trace = resolve(r["raw"], query, ex.history, keep)
         changed += rw.rewritten != r["rewrite"]
         r |= {"rewrite": rw.rewritten, "fallback": trace.get("fallback"),
               "substituted": "substituted" in trace}  # fmt: skip
@@ -371,7 +371,9 @@ async def run(args: argparse.Namespace) -> int:
         if args.replay:
             changed = replay(records, meta["config"], args.corpus or default_corpus())
             meta["config"] |= {"replayed": {"from": old["machine"]["time"], "changed": changed}}
-            print(f"replayed {len(records)} stored LLM outputs: {changed} rewrites changed")
+            print(
+                f"replayed the stored LLM outputs of {len(records)} examples: {changed} rewrites changed"
+            )
     else:
         records, meta = await collect(args)
     report(records, meta, args.out)

@@ -197,7 +197,7 @@ async def rewrite_traced(
 ) -> tuple[Rewrite, dict[str, Any]]:
     """Like :func:`rewrite`, plus trace info (raw output, fallback reason)."""
     query = query.strip()
-    window = list(history)[-config.history_turns :] if config.history_turns > 0 else []
+    window = recent(history, config.history_turns)
     if not needs_rewrite(query, window):
         reason = "no history" if not window else "nothing to resolve"
         return Rewrite(query, query, (), skipped_llm=True), {"skipped": reason}
@@ -205,15 +205,22 @@ async def rewrite_traced(
         temperature=0.0, max_tokens=120, seed=0, json_schema=schema(len(window))
     )
     out = await complete(llm, messages_for(window, query), params)
-    rewrite, trace = resolve(out.text, query, window, offset=len(history) - len(window))
+    rewrite, trace = resolve(out.text, query, history, config.history_turns)
     return rewrite, {"raw": out.text, "turns_seen": len(window)} | trace
 
 
+def recent(history: Sequence[Turn], turns: int) -> list[Turn]:
+    """The last ``turns`` turns, the rewriter's window onto the conversation (none if 0)."""
+    return list(history)[-turns:] if turns > 0 else []
+
+
 def resolve(
-    raw: str, query: str, window: Sequence[Turn], offset: int = 0
+    raw: str, query: str, history: Sequence[Turn], turns: int
 ) -> tuple[Rewrite, dict[str, Any]]:
-    """The rewrite that the model's JSON output ``raw`` stands for (no LLM: benchmarks replay
-    stored outputs through it); ``offset`` is how many older turns precede ``window``."""
+    """The rewrite that the model's JSON output ``raw`` stands for, the model having seen the
+    last ``turns`` turns of ``history`` (no LLM: benchmarks replay stored outputs through it)."""
+    window = recent(history, turns)
+    offset = len(history) - len(window)
     trace: dict[str, Any] = {}
     try:
         data = json.loads(raw)

@@ -151,7 +151,7 @@ def test_person_pronouns_are_substituted_only_by_names(question, referent, expec
 
 def test_resolve_replays_a_stored_output_without_the_llm():
     raw = json.dumps({"relevant_turns": [1], "refers_to": "DPR", "query": "How fast is it?"})
-    out, trace = resolve(raw, "How fast is it?", [DPR], offset=2)
+    out, trace = resolve(raw, "How fast is it?", [OTHER, OTHER, DPR], turns=1)
     assert out == Rewrite("How fast is it?", "How fast is DPR?", (2,))
     assert trace == {"substituted": "DPR"}
 
