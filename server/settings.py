@@ -95,6 +95,7 @@ class Settings(BaseSettings):
     agent_answer_tokens: int = Field(default=384, ge=16)
     agent_mapper_tokens: int = Field(default=256, ge=16)
     agent_citation_min_overlap: float = Field(default=0.4, ge=0.0, le=1.0)
+    agent_unsupported_figures: Literal["drop", "keep"] = "drop"
 
     # --- generation defaults ---
     default_max_tokens: int = 512
@@ -136,6 +137,7 @@ class Settings(BaseSettings):
             answer_tokens=self.agent_answer_tokens,
             mapper_tokens=self.agent_mapper_tokens,
             citation_min_overlap=self.agent_citation_min_overlap,
+            unsupported_figures=self.agent_unsupported_figures,
         )
 
     def served_llm_name(self) -> str:

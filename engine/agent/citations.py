@@ -16,17 +16,16 @@ nothing it cites is trusted. Per sentence:
 5. dedupe: a range cited by the previous sentence is not repeated.
 
 A claim without support stays uncited rather than pointing somewhere wrong. Output markers are
-``[1]``, ``[2]``, … by first appearance (a repeated source reuses its number), placed before
-the sentence's final punctuation; ``Citation.index`` is the marker's offset in the output.
-``CitationStream.feed`` returns whole sentences only (a sentence ends at ``.!?`` + whitespace +
-a character that is not lower case, or at a line break; markers right after the punctuation
-still belong to it), so any split into deltas gives the same output as ``attach``.
+``[1]``, ``[2]``, … by first appearance, before the sentence's final punctuation;
+``Citation.index`` is the marker's offset in the output. ``CitationStream.feed`` returns whole
+sentences only (ended by ``.!?`` + whitespace + not lower case, or a line break), so any split
+into deltas gives the same output as ``attach``; a ``screen`` may leave sentences out.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from engine.agent.types import Citation, Context, DocumentInfo, Evidence
@@ -60,9 +59,7 @@ _MARKER = re.compile(
 _MARKER_WITH_SPACE = re.compile(r"[ \t]*" + _MARKER.pattern, re.IGNORECASE)
 _TERMINAL = ".!?…"
 _CLOSERS = "\"'”’)»"
-# A '.' after these is not a sentence end even before a capital or a digit ("e.g. Word",
-# "Fig. 3"); words that often end sentences (etc., Inc., Corp.) are left out: before a lower-case
-# word no '.' ends a sentence anyway.
+# A '.' after these never ends a sentence ("e.g. Word", "Fig. 3"); etc., Inc., Corp. often do.
 _ABBREVIATIONS = frozenset(
     """e.g i.e vs cf fig figs eq eqs no nos vol pp p al approx incl mr mrs ms dr prof st jr sr
     jan feb mar apr jun jul aug sep sept oct nov dec dept univ sec ch art""".split()
@@ -235,8 +232,10 @@ class CitationStream:
         min_overlap: float,
         *,
         add_overlap: float = ADD_OVERLAP,
+        screen: Callable[[str], bool] | None = None,
     ):
         self.evidence = dict(labelled)
+        self.screen = screen  # engine/agent/grounding.py
         self.docs = docs
         self.min_overlap = min_overlap
         self.add_overlap = add_overlap
@@ -270,8 +269,10 @@ class CitationStream:
             end = sentence_end(self._buf, 0, final)
             if end is None:
                 break
-            piece = self._sentence(self._buf[:end])
-            self._buf = self._buf[end:]
+            raw, self._buf = self._buf[:end], self._buf[end:]
+            if self.screen is not None and not self.screen(raw):
+                continue
+            piece = self._sentence(raw if self._emitted else raw.lstrip())
             self._emitted += len(piece)
             out.append(piece)
         return "".join(out)

@@ -35,3 +35,5 @@ class AgentConfig:
     temperature: float = 0.0
     # citations
     citation_min_overlap: float = 0.35  # n-gram support needed to keep a citation
+    # grounding (engine/agent/grounding.py): leave out sentences with figures nothing shown holds
+    unsupported_figures: Literal["drop", "keep"] = "drop"

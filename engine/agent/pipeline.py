@@ -18,11 +18,21 @@ from typing import Any, Protocol
 from engine.agent.citations import CitationStream, label_evidence
 from engine.agent.config import AgentConfig
 from engine.agent.context import ContextBuilder
+from engine.agent.grounding import FigureCheck
 from engine.agent.mapreduce import MapReduce
 from engine.agent.planner import plan
 from engine.agent.rewriter import rewrite_traced
 from engine.agent.routing import route
-from engine.agent.types import Citation, Context, Operation, Rewrite, SessionView, Turn
+from engine.agent.types import (
+    Citation,
+    Context,
+    DocumentInfo,
+    Evidence,
+    Operation,
+    Rewrite,
+    SessionView,
+    Turn,
+)
 from engine.llm.base import LLM, ChatMessage, Delta, SamplingParams, Usage
 
 NO_DOCUMENTS = "This session has no documents yet. Upload a document and ask again."
@@ -107,6 +117,20 @@ def _retrieved(contexts: Sequence[Context]) -> list[dict[str, Any]]:
     ]
 
 
+def _shown(
+    rw: Rewrite,
+    history: Sequence[Turn],
+    docs: Sequence[DocumentInfo],
+    labelled: Sequence[tuple[int, Evidence]],
+) -> list[str]:
+    """Every text whose numbers an answer may repeat: what the model was shown or asked."""
+    texts = [rw.original, rw.rewritten]
+    texts += [f"{t.user}\n{t.assistant}" for t in history]
+    texts += [f"{d.filename} {d.title} {d.description or ''} {d.pages or ''}" for d in docs]
+    texts += [f"{ev.paragraph.text} (page {ev.paragraph.page})" for _, ev in labelled]
+    return texts
+
+
 class BriefingAgent:
     """Answers one chat turn over one session; holds no per-turn state."""
 
@@ -158,7 +182,13 @@ class BriefingAgent:
             "retrieved": _retrieved(contexts),
         }
         labelled = label_evidence(contexts)
-        citer = CitationStream(labelled, {d.doc_id: d for d in docs}, cfg.citation_min_overlap)
+        check = FigureCheck(_shown(rw, history, docs, labelled))
+        citer = CitationStream(
+            labelled,
+            {d.doc_id: d for d in docs},
+            cfg.citation_min_overlap,
+            screen=check.screen if cfg.unsupported_figures == "drop" else None,
+        )
         generator = MapReduce(llm, cfg)
         parts: list[str] = []
         async with aclosing(generator.generate(rw, operations, docs, labelled)) as raw:
@@ -167,12 +197,13 @@ class BriefingAgent:
                 if text := citer.feed(piece):
                     parts.append(text)
                     yield TextDelta(text)
-        if tail := citer.finish():
+        if tail := citer.finish() + check.closing():
             parts.append(tail)
             yield TextDelta(tail)
         mr = generator.trace
         trace |= {key: mr.get(key) for key in ("path", "splits", "splitting", "mappers", "reducer")}
         trace["generation_timings"] = mr.get("timings", {})
+        trace["figures"] = check.trace()
         lap("generate_s", t)
         timings["total_s"] = round(time.perf_counter() - t0, 4)
         trace["timings"] = timings

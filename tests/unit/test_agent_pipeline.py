@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from engine.agent.config import AgentConfig
+from engine.agent.grounding import ABSTAIN
 from engine.agent.mapreduce import NOT_FOUND
 from engine.agent.pipeline import NO_DOCUMENTS, BriefingAgent, Done, TextDelta
 from engine.agent.types import Context, DocumentInfo, Evidence, Operation, Turn
@@ -201,3 +202,23 @@ async def test_closing_after_the_first_delta_stops_generation():
     assert isinstance(first, TextDelta)
     await run.aclose()
     assert len(llm.calls) == 1
+
+
+async def test_an_invented_figure_is_left_out_and_the_answer_abstains():
+    view = View({"file-r": (REPORT_DOC, REPORT)})
+    plan = [{"action": "SEARCH", "document": "D1", "query": "revenue growth"}]
+    invented = "Revenue grew 12% to 95 million dollars in 2022 [1]."
+    deltas, done = await collect(agent(scripted(plan, text=invented)), view, "Revenue growth?")
+    assert done.text == ABSTAIN == "".join(d.text for d in deltas) and done.citations == []
+    assert done.trace["figures"] == {"dropped": [invented], "unsupported": ["95 million"]}
+    # Kept when the check is off; a true figure next to an invented one gets a note instead.
+    _, kept = await collect(
+        agent(scripted(plan, text=invented), unsupported_figures="keep"), view, "Revenue growth?"
+    )
+    assert kept.text.startswith("Revenue grew 12% to 95 million dollars") and kept.citations
+    mixed = "Revenue grew 12% to 88 million dollars in 2022 [1]. Profit was 7.5 million [1]."
+    _, done = await collect(agent(scripted(plan, text=mixed)), view, "Revenue growth?")
+    assert done.text.startswith("Revenue grew 12% to 88 million dollars in 2022 [1].")
+    assert done.text.endswith(
+        "(Left out a statement with figures not found in the documents: 7.5 million.)"
+    )
