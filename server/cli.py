@@ -27,7 +27,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         log_level=args.log_level,
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=settings.shutdown_timeout_s,
     )
     return 0
 

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     )
     cors_origins: list[str] = Field(default_factory=list)
     max_request_mb: float = 2.0  # JSON bodies (chat, embeddings); uploads have their own limit
+    shutdown_timeout_s: float = Field(
+        default=5.0, ge=0, description="On SIGTERM, how long streaming answers may finish."
+    )
 
     # --- weights ---
     model_dir: Path = Field(default_factory=paths.model_dir)

@@ -22,6 +22,9 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Iterable
+from typing import NamedTuple
+
+from engine.agent.citations import _MARKER  # the labels the model cites ("[3]", "[p. 2-4]")
 
 ABSTAIN = "The documents I searched do not state this."
 SMALL = 10  # integers below this are not checked
@@ -31,21 +34,25 @@ _FIGURE = re.compile(
     r"(?:\s*(thousand|million|billion|trillion|bn|mn)\b)?(?!\.?\w)",
     re.IGNORECASE,
 )
-# The labels the model cites ("[3]", "[2-4]") are not figures.
-_MARKER = re.compile(r"\[[^\]]{0,40}\]")
 _FACTORS = (1.0, 1e3, 1e6, 1e9, 1e-3, 1e-6, 1e-9, 100.0, 0.01)
 
 
-def figures(text: str) -> list[tuple[str, float, int]]:
-    """``(as written, value, decimals)`` of every number in ``text``; the value includes the
-    scale word ("2.5 million" → 2500000.0, 1 decimal)."""
+class Figure(NamedTuple):
+    written: str  # as in the text: "$12.4 billion" → "12.4 billion"
+    value: float  # with the scale word: 12.4e9
+    decimals: int  # as written: 1
+    scale: float  # the scale word's factor, 1.0 without one
+
+
+def figures(text: str) -> list[Figure]:
+    """Every number in ``text`` outside citation markers ("2.5 million" → 2500000.0, 1
+    decimal, scale 1e6)."""
     out = []
     for m in _FIGURE.finditer(_MARKER.sub(" ", text)):
-        whole, frac, scale = m.group(1), m.group(2), m.group(3)
-        value = float(whole.replace(",", "") + (f".{frac}" if frac else ""))
-        if scale:
-            value *= _SCALES[scale.lower()]
-        out.append((m.group(0), value, len(frac) if frac else 0))
+        whole, frac, word = m.group(1), m.group(2), m.group(3)
+        scale = _SCALES[word.lower()] if word else 1.0
+        value = float(whole.replace(",", "") + (f".{frac}" if frac else "")) * scale
+        out.append(Figure(m.group(0), value, len(frac) if frac else 0, scale))
     return out
 
 
@@ -53,20 +60,17 @@ class FigureCheck:
     """Screens the sentences of one answer against the numbers the model was shown."""
 
     def __init__(self, known_texts: Iterable[str]):
-        values = {v for text in known_texts for _, v, _ in figures(text)}
+        values = {f.value for text in known_texts for f in figures(text)}
         self._known = sorted({v * f for v in values for f in _FACTORS})
         self.dropped: list[str] = []
         self.unsupported: list[str] = []
         self.kept = 0  # sentences with content that went through
 
-    def supported(self, value: float, decimals: int, written: str) -> bool:
+    def supported(self, figure: Figure) -> bool:
         """Does some known number, at some scale, round to this figure?"""
-        scaled = {value}
-        m = _FIGURE.fullmatch(written.strip())
-        if m and m.group(3):  # compare the number as written too: "12.4" of "12.4 billion"
-            scaled.add(value / _SCALES[m.group(3).lower()])
-        for target in scaled:
-            tol = 0.5 * 10.0**-decimals * (1 + 1e-9) + abs(target) * 1e-12
+        # Compare the number as written too: "12.4" of "12.4 billion".
+        for target in {figure.value, figure.value / figure.scale}:
+            tol = 0.5 * 10.0**-figure.decimals * (1 + 1e-9) + abs(target) * 1e-12
             lo = bisect_left(self._known, target - tol)
             if lo < len(self._known) and self._known[lo] <= target + tol:
                 return True
@@ -75,9 +79,9 @@ class FigureCheck:
     def screen(self, sentence: str) -> bool:
         """True: show the sentence. False: it states a figure the evidence does not hold."""
         bad = [
-            written.strip()
-            for written, value, decimals in figures(sentence)
-            if (decimals > 0 or value >= SMALL) and not self.supported(value, decimals, written)
+            f.written.strip()
+            for f in figures(sentence)
+            if (f.decimals > 0 or f.value >= SMALL) and not self.supported(f)
         ]
         if bad:
             self.dropped.append(sentence.strip())

@@ -182,12 +182,16 @@ class BriefingAgent:
             "retrieved": _retrieved(contexts),
         }
         labelled = label_evidence(contexts)
-        check = FigureCheck(_shown(rw, history, docs, labelled))
+        check = (
+            FigureCheck(_shown(rw, history, docs, labelled))
+            if cfg.unsupported_figures == "drop"
+            else None
+        )
         citer = CitationStream(
             labelled,
             {d.doc_id: d for d in docs},
             cfg.citation_min_overlap,
-            screen=check.screen if cfg.unsupported_figures == "drop" else None,
+            screen=check.screen if check else None,
         )
         generator = MapReduce(llm, cfg)
         parts: list[str] = []
@@ -197,13 +201,13 @@ class BriefingAgent:
                 if text := citer.feed(piece):
                     parts.append(text)
                     yield TextDelta(text)
-        if tail := citer.finish() + check.closing():
+        if tail := citer.finish() + (check.closing() if check else ""):
             parts.append(tail)
             yield TextDelta(tail)
         mr = generator.trace
         trace |= {key: mr.get(key) for key in ("path", "splits", "splitting", "mappers", "reducer")}
         trace["generation_timings"] = mr.get("timings", {})
-        trace["figures"] = check.trace()
+        trace["figures"] = check.trace() if check else {"dropped": [], "unsupported": []}
         lap("generate_s", t)
         timings["total_s"] = round(time.perf_counter() - t0, 4)
         trace["timings"] = timings

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from engine.cpus import available_cpus
 from engine.encoder.base import Tokenized
 from engine.errors import BackendUnavailable, MissingExtra
 from models import paths
@@ -133,8 +135,11 @@ def _read_config(path: Path) -> dict:
 def _session_options(ort, threads: int | None):
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if threads:
-        options.intra_op_num_threads = threads
+    # onnxruntime sizes its pool by the node's cores; under a tighter container CPU limit
+    # (cgroup quota, affinity) use the limit instead.
+    limit = available_cpus()
+    if threads or limit < (os.cpu_count() or limit):
+        options.intra_op_num_threads = threads or limit
     options.inter_op_num_threads = 1
     return options
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.cpus import available_cpus
 from engine.errors import BackendUnavailable, InvalidRequest, MissingExtra, Overloaded
 from engine.llm.base import ChatMessage, Delta, SamplingParams, Usage
 from engine.llm.gate import PriorityGate
@@ -148,9 +148,9 @@ class LlamaCppLLM:
         self._dead = None
 
     def _load(self, llama_cpp: Any) -> Any:
-        # llama-cpp-python defaults to half the cores; prompt evaluation is compute-bound, so
-        # use them all unless told otherwise.
-        threads = self._n_threads or os.cpu_count() or 1
+        # llama-cpp-python defaults to half the node's cores; prompt evaluation is
+        # compute-bound, so use every CPU the container may use (not the node's) unless told.
+        threads = self._n_threads or available_cpus()
         kwargs: dict[str, Any] = {"n_threads": threads, "n_threads_batch": threads}
         if self._seed is not None:
             kwargs["seed"] = self._seed

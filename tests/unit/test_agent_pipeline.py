@@ -216,6 +216,7 @@ async def test_an_invented_figure_is_left_out_and_the_answer_abstains():
         agent(scripted(plan, text=invented), unsupported_figures="keep"), view, "Revenue growth?"
     )
     assert kept.text.startswith("Revenue grew 12% to 95 million dollars") and kept.citations
+    assert kept.trace["figures"] == {"dropped": [], "unsupported": []}
     mixed = "Revenue grew 12% to 88 million dollars in 2022 [1]. Profit was 7.5 million [1]."
     _, done = await collect(agent(scripted(plan, text=mixed)), view, "Revenue growth?")
     assert done.text.startswith("Revenue grew 12% to 88 million dollars in 2022 [1].")

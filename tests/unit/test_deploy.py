@@ -422,6 +422,12 @@ def test_gpu_requested_iff_gpu_mode(rendered, scenario):
         assert pod["runtimeClassName"] == "nvidia"
 
 
+def test_cpu_threads_left_empty_follow_the_container_limit(chart):
+    """No BRIEF_*_THREADS then: the server derives them from the cgroup quota (engine/cpus.py)."""
+    env = config_env(render(chart, {"mode": "cpu", "cpu": {"threads": None}})["manifests"])
+    assert "BRIEF_LLM_THREADS" not in env and "BRIEF_ENCODER_THREADS" not in env
+
+
 def test_mode_backend_combinations_are_checked(chart):
     with pytest.raises(helm.HelmRenderError, match="mode=gpu"):
         chart.render({"mode": "cpu", "llm": {"backend": "vllm"}}, name=RELEASE)
@@ -516,6 +522,9 @@ def test_chart_settings_are_real_and_parse(rendered, monkeypatch, scenario):
     assert settings.host == "0.0.0.0" and settings.api_key.get_secret_value() == "k"
     assert settings.llm_backend == env["BRIEF_LLM_BACKEND"]
     assert settings.fetch_block_private is True  # the chart's safe default for shared clusters
+    # streaming answers get the pod's grace period less a margin, so the kubelet never kills
+    grace = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    assert 0 < settings.shutdown_timeout_s < grace["terminationGracePeriodSeconds"]
 
 
 def test_notes_mention_sessions_and_access(rendered):

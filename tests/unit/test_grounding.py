@@ -19,13 +19,26 @@ SHOWN = [
 
 def test_figures_read_decimals_thousands_and_scale_words():
     assert figures("$12.4 million, 1,024 staff, 41.5% [3] and 2.5bn") == [
-        ("12.4 million", 12.4e6, 1),
-        ("1,024", 1024.0, 0),
-        ("41.5", 41.5, 1),
-        ("2.5bn", 2.5e9, 1),
+        ("12.4 million", 12.4e6, 1, 1e6),
+        ("1,024", 1024.0, 0, 1.0),
+        ("41.5", 41.5, 1, 1.0),
+        ("2.5bn", 2.5e9, 1, 1e9),
     ]
     # Labels, identifiers and ordinals are not figures.
-    assert figures("GPT3 and Q4 FY2022 the 3rd [12] [2-4]") == []
+    assert figures("GPT3 and Q4 FY2022 the 3rd [12] [2-4] [p. 7] [paragraphs 3 and 5]") == []
+
+
+def test_only_citation_markers_are_skipped_not_any_bracketed_text():
+    """The markers are the citation module's own grammar; a figure in other brackets counts."""
+    assert [f.written for f in figures("Sales rose [see note 12.4] to 80 [Table 3, 2021].")] == [
+        "12.4",
+        "80",
+        "3",
+        "2021",
+    ]
+    check = FigureCheck(SHOWN)
+    assert not check.screen("Revenue was $12.4 billion [restated: 13.9].")
+    assert check.unsupported == ["13.9"]
 
 
 @pytest.mark.parametrize(
