@@ -91,6 +91,7 @@ class Settings(BaseSettings):
     agent_window_before: int = Field(default=1, ge=0, le=5)
     agent_window_after: int = Field(default=1, ge=0, le=5)
     agent_semantic_window: int = Field(default=2, ge=0, le=10)
+    agent_fusion: Literal["rrf", "convex"] = "rrf"
     agent_split_tokens: int = Field(default=1800, ge=200)
     agent_max_splits: int = Field(default=6, ge=1)
     agent_truncation: Literal["stop", "skip_similar"] = "skip_similar"
@@ -133,6 +134,7 @@ class Settings(BaseSettings):
             window_before=self.agent_window_before,
             window_after=self.agent_window_after,
             semantic_window=self.agent_semantic_window,
+            fusion=self.agent_fusion,
             split_tokens=self.agent_split_tokens,
             max_splits=self.agent_max_splits,
             truncation=self.agent_truncation,

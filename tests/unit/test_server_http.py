@@ -151,6 +151,17 @@ def test_public_bind_without_key_is_refused():
         Settings(host="0.0.0.0", llm_backend="fake", encoder_backend="fake")
 
 
+def test_every_agent_setting_reaches_the_agent_config():
+    """BRIEF_AGENT_<NAME> sets AgentConfig.<name>; a setting the agent never sees is a bug."""
+    names = [n for n in Settings.model_fields if n.startswith("agent_")]
+    changed = {"agent_fusion": "convex", "agent_unsupported_figures": "keep"}
+    settings = Settings(llm_backend="fake", encoder_backend="fake", **changed)
+    config = settings.agent_config()
+    for name in names:
+        assert getattr(config, name.removeprefix("agent_")) == getattr(settings, name), name
+    assert config.fusion == "convex" and config.unsupported_figures == "keep"
+
+
 def test_health_and_metrics(http):
     http.post("/v1/embeddings", json={"input": "hello"})
     http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
