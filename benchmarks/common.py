@@ -90,13 +90,14 @@ def write_json(name: str, data: dict[str, Any], out_dir: Path | None = None) -> 
 def bar_chart(
     name: str,
     groups: Sequence[str],
-    series: dict[str, Sequence[float]],
+    series: dict[str, Sequence[float | None]],
     ylabel: str,
     title: str,
     out_dir: Path | None = None,
     note: str | None = None,
 ) -> Path:
-    """Grouped bar chart (one group per x label, one bar per series) saved as ``<name>.png``."""
+    """Grouped bar chart (one group per x label, one bar per series) saved as ``<name>.png``.
+    A ``None`` value draws no bar (the metric does not apply), which a 0 would misstate."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -104,14 +105,19 @@ def bar_chart(
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
     width = 0.8 / max(len(series), 1)
+    top = 0.0
     for k, (label, values) in enumerate(series.items()):
-        xs = [i + (k - (len(series) - 1) / 2) * width for i in range(len(groups))]
-        bars = ax.bar(xs, values, width, label=label)
-        ax.bar_label(bars, fmt="%.1f", fontsize=8)
+        shown = [(i, v) for i, v in enumerate(values) if v is not None]
+        xs = [i + (k - (len(series) - 1) / 2) * width for i, _ in shown]
+        bars = ax.bar(xs, [v for _, v in shown], width, label=label)
+        ax.bar_label(bars, fmt="%.1f", fontsize=8 if len(series) <= 3 else 6)
+        top = max([top, *(v for _, v in shown)])
     ax.set_xticks(range(len(groups)), list(groups))
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend()
+    if top > 0:  # headroom for the legend above the bars
+        ax.set_ylim(top=top * 1.22)
+    ax.legend(ncol=min(len(series), 5), fontsize=7, loc="upper center")
     if note:
         fig.text(0.01, 0.01, note, fontsize=7, color="gray")
     fig.tight_layout()

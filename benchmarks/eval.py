@@ -292,10 +292,11 @@ CHART = {
 
 
 def chart(name: str, agg: dict[str, Any], note: str, out: Path | None) -> Path:
-    """Main metrics per kind as % (a metric that does not apply to a kind is drawn as 0)."""
+    """Main metrics per kind as % (a metric that does not apply to a kind has no bar)."""
     groups = list(agg["by_kind"])
     series = {
-        lb: [100 * (agg["by_kind"][g].get(k) or 0.0) for g in groups] for lb, k in CHART.items()
+        lb: [None if (v := agg["by_kind"][g].get(k)) is None else 100 * v for g in groups]
+        for lb, k in CHART.items()
     }
     return bar_chart(
         name, groups, series, "% (mean per case)", "Briefing evaluation by kind", out, note

@@ -141,6 +141,30 @@ def test_aggregate_skips_none_and_errors():
     assert set(agg["by_kind"]) == {"fact", "summary"}
 
 
+def test_chart_draws_no_bar_for_a_metric_that_does_not_apply(tmp_path, monkeypatch):
+    """Abstention on a fact case, or keywords on an unanswerable one, is absent, not 0%."""
+    from benchmarks import common
+    from benchmarks import eval as ev
+
+    drawn = {}
+    real = common.bar_chart
+
+    def spy(name, groups, series, *args, **kwargs):
+        drawn.update(series)
+        return real(name, groups, series, *args, **kwargs)
+
+    monkeypatch.setattr(ev, "bar_chart", spy)
+    agg = {
+        "by_kind": {
+            "fact": {"resource_recall": 1.0, "keyword_accuracy": 0.5},
+            "unanswerable": {"resource_recall": 1.0, "abstention": 0.0},
+        }
+    }
+    path = ev.chart("eval_chart_test", agg, "note", tmp_path)
+    assert path.is_file() and path.stat().st_size > 0
+    assert drawn["keywords"] == [50.0, None] and drawn["abstention"] == [None, 0.0]
+
+
 class FakeClient:
     """Just enough of ``openai.OpenAI`` for the grader: canned JSON replies."""
 
