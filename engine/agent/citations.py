@@ -51,12 +51,12 @@ _EXTRA_STOPWORDS = frozenset(
 )
 _STOP = STOPWORDS | _EXTRA_STOPWORDS
 _TOKEN = re.compile(r"\w+(?:[.,]\d+)*")  # numbers keep their decimals / thousands
-_MARKER = re.compile(
+MARKER = re.compile(  # a citation marker as the model writes it; grounding.py skips these too
     r"\[\s*(?:(?:paragraphs?|paras?|p|sources?|refs?)\.?\s*)?"
     r"(\d+(?:\s*(?:[-–—,;]|and)\s*\d+)*)\s*\]",
     re.IGNORECASE,
 )
-_MARKER_WITH_SPACE = re.compile(r"[ \t]*" + _MARKER.pattern, re.IGNORECASE)
+_MARKER_WITH_SPACE = re.compile(r"[ \t]*" + MARKER.pattern, re.IGNORECASE)
 _TERMINAL = ".!?…"
 _CLOSERS = "\"'”’)»"
 # A '.' after these never ends a sentence ("e.g. Word", "Fig. 3"); etc., Inc., Corp. often do.
@@ -82,7 +82,7 @@ def _stem(token: str) -> str:
 
 def _terms(text: str) -> list[str]:
     out = []
-    for raw in _TOKEN.findall(_MARKER.sub(" ", text.lower())):
+    for raw in _TOKEN.findall(MARKER.sub(" ", text.lower())):
         token = raw.replace(",", "") if raw[0].isdigit() else raw
         if token in _STOP or (len(token) == 1 and not token.isdigit()):
             continue
@@ -136,7 +136,7 @@ def collate(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 def _cited(body: str) -> list[int]:
     """Labels cited by the markers of a sentence ("[3-5]", "[3, 7]", reversed ranges too)."""
     cited: list[int] = []
-    for m in _MARKER.finditer(body):
+    for m in MARKER.finditer(body):
         for part in re.split(r"\s*(?:[,;]|and)\s*", m.group(1)):
             bounds = sorted(int(x) for x in re.split(r"\s*[-–—]\s*", part.strip()) if x)
             if bounds:
@@ -176,7 +176,7 @@ def _after_terminal(buf: str, start: int, i: int, final: bool) -> int | None:
         if buf[k].isspace():
             k += 1
         elif buf[k] == "[":
-            m = _MARKER.match(buf, k)
+            m = MARKER.match(buf, k)
             if m is not None:
                 end = k = m.end()
             elif "]" not in buf[k:] and not final:
@@ -198,7 +198,7 @@ def sentence_end(buf: str, start: int = 0, final: bool = False) -> int | None:
         ch = buf[i]
         if ch == "\n" and content:
             return i
-        if ch == "[" and (m := _MARKER.match(buf, i)) is not None:
+        if ch == "[" and (m := MARKER.match(buf, i)) is not None:
             i = m.end()
             continue
         if ch in _TERMINAL and content:
@@ -286,7 +286,7 @@ class CitationStream:
         text = _MARKER_WITH_SPACE.sub("", body).strip(" \t")
         if not _terms(text):
             return lead + text + trail  # no claim: leave the chain of sources alone
-        marked = _MARKER.search(body) is not None
+        marked = MARKER.search(body) is not None
         sources = self._sources(self._resolve(text, _cited(body), marked))
         new = [s for s in sources if s not in self._previous]
         self._previous = set(sources)

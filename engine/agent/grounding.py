@@ -24,7 +24,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from engine.agent.citations import _MARKER  # the labels the model cites ("[3]", "[p. 2-4]")
+from engine.agent.citations import MARKER  # the labels the model cites: "[3]", "[p. 2-4]"
 
 ABSTAIN = "The documents I searched do not state this."
 SMALL = 10  # integers below this are not checked
@@ -48,7 +48,7 @@ def figures(text: str) -> list[Figure]:
     """Every number in ``text`` outside citation markers ("2.5 million" → 2500000.0, 1
     decimal, scale 1e6)."""
     out = []
-    for m in _FIGURE.finditer(_MARKER.sub(" ", text)):
+    for m in _FIGURE.finditer(MARKER.sub(" ", text)):
         whole, frac, word = m.group(1), m.group(2), m.group(3)
         scale = _SCALES[word.lower()] if word else 1.0
         value = float(whole.replace(",", "") + (f".{frac}" if frac else "")) * scale
@@ -87,7 +87,7 @@ class FigureCheck:
             self.dropped.append(sentence.strip())
             self.unsupported.extend(b for b in bad if b not in self.unsupported)
             return False
-        if _MARKER.sub("", sentence).strip(" \t\n.,;:-*"):
+        if MARKER.sub("", sentence).strip(" \t\n.,;:-*"):
             self.kept += 1
         return True
 
